@@ -1,0 +1,28 @@
+# Two entry points, both creating or refreshing .venv first:
+#   make train   the main job (see README)
+#   make test    the whole test suite
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: train test venv clean
+
+venv: $(STAMP)
+
+# Reinstalls whenever the package metadata changes; the editable install means
+# source edits need no reinstall.
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "impala-rep needs Python 3.11, got " + sys.version.split()[0]'
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip "setuptools>=69" wheel
+	$(VENV)/bin/python -m pip install --quiet --editable '.[test]'
+	@touch $(STAMP)
+
+train: $(STAMP)
+	$(VENV)/bin/impala-rep demo --devices cpu:2
+
+test: $(STAMP)
+	$(VENV)/bin/pytest
+
+clean:
+	rm -rf $(VENV) build *.egg-info

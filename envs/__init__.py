@@ -1,0 +1,1 @@
+"""Environment construction for impala_rep."""
