@@ -1,0 +1,372 @@
+"""The Replicator: TF-Replicator's programming model on top of `tf.distribute`.
+
+A user writes the computation of ONE replica as `step_fn(replica_inputs)`; the
+Replicator runs it once per device in a single graph (in-graph replication with
+`MirroredStrategy` on one host, `TPUStrategy` on TPU cores) or once per device on
+every host (between-graph replication with `MultiWorkerMirroredStrategy`).
+Inside `step_fn` the MPI-like primitives of this module (`all_reduce`,
+`all_gather`, `broadcast`, `replica_id`, `num_replicas`) talk to the other
+replicas. All communication goes through `tf.distribute`; nothing here
+implements a collective of its own.
+
+    replicator = Replicator("cpu:2")
+    with replicator.scope():                # every variable is created here
+        model = make_model()
+        optimizer = replicator.wrap_optimizer(keras.optimizers.SGD(0.1))
+        optimizer.build(model.trainable_variables)
+
+    def step_fn(batch):                     # one replica's share of the batch
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(batch["x"]) - batch["y"]))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    losses = replicator.run(step_fn, input_fn())   # one result per replica
+    mean_loss = replicator.reduce("mean", losses)
+
+Gradient semantics: `wrap_optimizer` MEAN-reduces gradients over replicas. If
+each replica's loss is a mean over its shard, the update equals the one for the
+mean loss over the global batch. If the loss is a SUM over the shard (as in the
+IMPALA paper), multiply it by `num_replicas()` inside `step_fn` to get the
+gradient of the sum over the global batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Iterable, Sequence
+
+import tensorflow as tf
+
+from impala_rep.learner.device_spec import DeviceSpec, parse_devices
+
+__all__ = [
+    "DeviceSpec",
+    "Replicator",
+    "CrossReplicaBatchNorm",
+    "parse_devices",
+    "all_reduce",
+    "all_gather",
+    "broadcast",
+    "replica_id",
+    "num_replicas",
+    "all_reduce_gradients",
+]
+
+def _logical_cpus(count: int) -> list[str]:
+    """Splits the host CPU into `count` logical devices (only before TF initialises)."""
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)]
+        )
+    except RuntimeError:
+        # TF has already initialised its devices; the split can no longer change.
+        pass
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+    if len(devices) != count:
+        raise ValueError(
+            f"device spec 'cpu:{count}' asks for {count} logical CPU devices but TensorFlow "
+            f"has already initialised with {len(devices)}; ask for cpu:{len(devices)} or "
+            "create the Replicator before any other TensorFlow work in the process"
+        )
+    return devices
+
+
+def _gpus(spec: str, count: int | None) -> list[str]:
+    devices = [d.name for d in tf.config.list_logical_devices("GPU")]
+    if not devices:
+        raise ValueError(f"device spec {spec!r}: no GPU is visible to TensorFlow; use 'cpu' or 'cpu:N'")
+    if count is not None:
+        if count > len(devices):
+            raise ValueError(
+                f"device spec {spec!r}: only {len(devices)} GPU(s) visible; allowed N is 1..{len(devices)}"
+            )
+        devices = devices[:count]
+    return devices
+
+
+def _tpu_strategy(tpu_address: str) -> tf.distribute.Strategy:
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except (ValueError, RuntimeError, tf.errors.OpError) as err:
+        raise ValueError(f"device spec 'tpu': no TPU could be reached ({err})") from err
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def make_strategy(spec: str, *, tpu_address: str = "") -> tf.distribute.Strategy:
+    """Builds the in-graph `tf.distribute` strategy a device spec asks for."""
+    parsed = parse_devices(spec)
+    if parsed.kind == "tpu":
+        return _tpu_strategy(tpu_address)
+    if parsed.kind == "auto":
+        gpus = tf.config.list_logical_devices("GPU")
+        parsed = DeviceSpec("gpu", None) if gpus else DeviceSpec("cpu", 1)
+    if parsed.kind == "gpu":
+        return tf.distribute.MirroredStrategy(devices=_gpus(spec, parsed.count))
+    devices = _logical_cpus(parsed.count)
+    # ReductionToOneDevice rather than the default: with several strategies alive in
+    # one process (tests, evaluation next to training) the default collectives of
+    # one could hang or break the other's; reducing through one device avoided it
+    # and costs nothing that matters on CPU.
+    return tf.distribute.MirroredStrategy(
+        devices=devices, cross_device_ops=tf.distribute.ReductionToOneDevice()
+    )
+
+
+class Replicator:
+    """Replicates a per-replica `step_fn` over devices (see the module docstring).
+
+    Args:
+      devices: "auto" (all GPUs, else the CPU), "cpu", "cpu:N" (N logical CPU
+        devices; must be asked before TensorFlow initialises), "gpu", "gpu:N" or
+        "tpu".
+      strategy: an existing `tf.distribute.Strategy` to use instead of `devices`,
+        e.g. a `MultiWorkerMirroredStrategy` for between-graph replication across
+        hosts. Each host then passes its own host batch to `run`, which is split
+        over that host's local replicas.
+    """
+
+    def __init__(self, devices: str = "auto", *, strategy: tf.distribute.Strategy | None = None):
+        self._strategy = strategy if strategy is not None else make_strategy(devices)
+        self._devices = devices if strategy is None else type(strategy).__name__
+        # One compiled function per step_fn: tracing once and reusing the graph is
+        # what makes a replicated step cheap.
+        self._compiled: dict[Callable, Callable] = {}
+
+    def __repr__(self) -> str:
+        return f"Replicator(devices={self._devices!r}, num_replicas={self.num_replicas})"
+
+    @property
+    def strategy(self) -> tf.distribute.Strategy:
+        """The underlying `tf.distribute.Strategy`, for anything this API does not cover."""
+        return self._strategy
+
+    @property
+    def num_replicas(self) -> int:
+        """Replicas across all hosts."""
+        return self._strategy.num_replicas_in_sync
+
+    @property
+    def num_local_replicas(self) -> int:
+        """Replicas on this host: the number of shards `run` splits a host batch into."""
+        return len(self._strategy.extended.worker_devices)
+
+    def scope(self) -> contextlib.AbstractContextManager:
+        """Context in which to create every variable, optimizer state included.
+
+        Variables created lazily during the first replicated call (e.g. optimizer
+        slots) fail under MirroredStrategy, so build them here first.
+        """
+        return self._strategy.scope()
+
+    def run(self, step_fn: Callable[[Any], Any], inputs: Any, batch_axis: int = 0) -> list[Any]:
+        """Runs `step_fn` once per local replica on an even split of `inputs`.
+
+        Args:
+          step_fn: the computation of one replica, called with that replica's slice
+            of `inputs` (same nested structure). Traced once into a graph; it may
+            call this module's cross-replica primitives.
+          inputs: the host batch: a nested structure (dict, tuple, list) of arrays
+            or tensors, all with the same size along `batch_axis`.
+          batch_axis: the axis to split along, e.g. 1 for time-major `[T, B]` data.
+
+        Returns:
+          A list with one result per local replica, in replica order.
+
+        Raises:
+          ValueError: if the batch size does not divide evenly over the replicas.
+        """
+        flat = [tf.convert_to_tensor(x) for x in tf.nest.flatten(inputs)]
+        if not flat:
+            raise ValueError("Replicator.run needs at least one input array")
+        shards = self.num_local_replicas
+        for tensor in flat:
+            if tensor.shape.rank is None or tensor.shape.rank <= batch_axis:
+                raise ValueError(
+                    f"input of shape {tuple(tensor.shape)} has no batch_axis={batch_axis}"
+                )
+            size = tensor.shape[batch_axis]
+            if size % shards:
+                raise ValueError(
+                    f"batch of size {size} along axis {batch_axis} does not split evenly over "
+                    f"{shards} replicas; use a multiple of {shards}"
+                )
+        compiled = self._compiled.get(step_fn)
+        if compiled is None:
+            compiled = self._compiled[step_fn] = self._compile(step_fn)
+        results = compiled(tf.nest.pack_sequence_as(inputs, flat), batch_axis)
+        return list(results)
+
+    def _compile(self, step_fn: Callable) -> Callable:
+        strategy = self._strategy
+        shards = self.num_local_replicas
+
+        @tf.function
+        def replicated(inputs, batch_axis):
+            flat = tf.nest.flatten(inputs)
+            split = [tf.split(x, shards, axis=batch_axis) for x in flat]
+
+            def shard_for(context: tf.distribute.experimental.ValueContext):
+                # Global replica ids run host by host, so the local shard index is the
+                # id modulo the replicas on this host (identity on a single host).
+                local = context.replica_id_in_sync_group % shards
+                return tf.nest.pack_sequence_as(inputs, [parts[local] for parts in split])
+
+            per_replica = strategy.experimental_distribute_values_from_function(shard_for)
+            outputs = strategy.run(step_fn, args=(per_replica,))
+            return _per_replica_list(strategy, outputs, shards)
+
+        return replicated
+
+    def reduce(self, op: str, results: Sequence[Any]) -> Any:
+        """Reduces `run`'s per-replica results (nested structures) with "sum" or "mean"."""
+        if op not in ("sum", "mean"):
+            raise ValueError(f"bad reduce op {op!r}: expected 'sum' or 'mean'")
+        if not results:
+            raise ValueError("Replicator.reduce needs at least one result")
+        reducer = tf.add_n if op == "sum" else (lambda xs: tf.add_n(xs) / len(xs))
+        return tf.nest.map_structure(lambda *xs: reducer([tf.convert_to_tensor(x) for x in xs]),
+                                     *results)
+
+    def wrap_optimizer(self, optimizer: Any) -> "ReplicatedOptimizer":
+        """Returns `optimizer` wrapped so that `apply_gradients` all-reduces first.
+
+        Create (or `build`) the optimizer inside `scope()`.
+        """
+        return ReplicatedOptimizer(optimizer)
+
+
+def _per_replica_list(strategy: tf.distribute.Strategy, outputs: Any, shards: int) -> list[Any]:
+    """Turns `strategy.run`'s nested per-replica outputs into a list of nests."""
+    flat = tf.nest.flatten(outputs)
+    local = [strategy.experimental_local_results(x) for x in flat]
+    return [tf.nest.pack_sequence_as(outputs, [parts[i] for parts in local]) for i in range(shards)]
+
+
+class ReplicatedOptimizer:
+    """A Keras optimizer whose `apply_gradients` keeps replicas identical.
+
+    In a replica context it MEAN-reduces the gradients over all replicas
+    (skipping `None`), then applies the same update on every replica. Outside
+    one (no Replicator, or a single device) it simply applies the gradients.
+    Attributes not defined here (`build`, `iterations`, `variables`,
+    `learning_rate`, ...) are those of the wrapped optimizer.
+    """
+
+    def __init__(self, optimizer: Any):
+        self._optimizer = optimizer
+
+    @property
+    def optimizer(self) -> Any:
+        return self._optimizer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._optimizer, name)
+
+    def apply_gradients(self, grads_and_vars: Iterable[tuple[Any, Any]]) -> None:
+        pairs = [(g, v) for g, v in grads_and_vars if g is not None]
+        if not pairs:
+            return
+        grads = all_reduce_gradients([g for g, _ in pairs])
+        variables = [v for _, v in pairs]
+        context = tf.distribute.get_replica_context()
+        replicas = 1 if context is None else context.num_replicas_in_sync
+        if replicas > 1:
+            # Keras 3 optimizers always SUM gradients over replicas inside
+            # apply_gradients (keras/src/backend/tensorflow/optimizer.py,
+            # _all_reduce_sum_gradients) and offer no public switch to skip it, nor a
+            # way to update from the cross-replica context. Our gradients are already
+            # the mean and identical on every replica, so hand Keras mean / N: its sum
+            # gives back the mean. tests/test_replicator.py pins this (2 replicas == 1).
+            grads = [g / replicas for g in grads]
+        self._optimizer.apply_gradients(zip(grads, variables))
+
+
+def all_reduce_gradients(grads: Sequence[Any]) -> list[Any]:
+    """The one place gradients are all-reduced: MEAN over replicas, `None` passed through."""
+    present = [g for g in grads if g is not None]
+    if not present:
+        return list(grads)
+    reduced = iter(all_reduce(present, op="mean"))
+    return [None if g is None else next(reduced) for g in grads]
+
+
+# --- Cross-replica primitives, callable inside a step_fn ------------------------------
+
+_REDUCE_OPS = ("sum", "mean", "max", "min")
+
+
+def _context(primitive: str) -> tf.distribute.ReplicaContext:
+    context = tf.distribute.get_replica_context()
+    if context is None:
+        raise RuntimeError(
+            f"{primitive}() must be called inside a step_fn run by Replicator.run "
+            "(a replica context), not in cross-replica code"
+        )
+    return context
+
+
+def all_reduce(value: Any, op: str = "mean") -> Any:
+    """Reduces `value` (a tensor or nested structure) over all replicas.
+
+    Every replica receives the result. `op` is "sum", "mean", "max" or "min".
+    """
+    if op not in _REDUCE_OPS:
+        raise ValueError(f"bad all_reduce op {op!r}: expected one of {', '.join(_REDUCE_OPS)}")
+    context = _context("all_reduce")
+    if op in ("sum", "mean"):
+        reduce_op = tf.distribute.ReduceOp.SUM if op == "sum" else tf.distribute.ReduceOp.MEAN
+        return context.all_reduce(reduce_op, value)
+    # tf.distribute reduces only by sum and mean; max and min gather every replica's
+    # value along a new leading axis and reduce that locally.
+    reducer = tf.reduce_max if op == "max" else tf.reduce_min
+    return tf.nest.map_structure(
+        lambda x: reducer(context.all_gather(tf.expand_dims(x, 0), axis=0), axis=0), value
+    )
+
+
+def all_gather(value: Any, axis: int = 0) -> Any:
+    """Concatenates every replica's `value` along `axis`, in replica order."""
+    return _context("all_gather").all_gather(value, axis=axis)
+
+
+def broadcast(value: Any, source: int = 0) -> Any:
+    """Returns replica `source`'s `value` on every replica (bit-exact, any dtype)."""
+    context = _context("broadcast")
+    if not 0 <= source < context.num_replicas_in_sync:
+        raise ValueError(
+            f"bad broadcast source {source}: expected 0..{context.num_replicas_in_sync - 1}"
+        )
+    return tf.nest.map_structure(
+        lambda x: context.all_gather(tf.expand_dims(x, 0), axis=0)[source], value
+    )
+
+
+def replica_id() -> tf.Tensor:
+    """This replica's index in 0..num_replicas()-1, as an int32 tensor."""
+    return tf.cast(_context("replica_id").replica_id_in_sync_group, tf.int32)
+
+
+def num_replicas() -> int:
+    """The number of replicas taking part in this step, across all hosts."""
+    return _context("num_replicas").num_replicas_in_sync
+
+
+class CrossReplicaBatchNorm(tf.keras.layers.BatchNormalization):
+    """Batch normalisation whose batch statistics are those of the global batch.
+
+    Keras' `BatchNormalization(synchronized=True)` all-reduces the per-replica sums
+    through `tf.distribute`, which is exactly cross-replica batch norm; this class
+    only fixes that flag so agent code states its intent by name. Build it (call it
+    once or `build(shape)`) inside `Replicator.scope()`.
+    """
+
+    def __init__(self, **kwargs):
+        if kwargs.pop("synchronized", True) is not True:
+            raise ValueError("CrossReplicaBatchNorm is always synchronized; use "
+                             "tf.keras.layers.BatchNormalization for per-replica statistics")
+        super().__init__(synchronized=True, **kwargs)
