@@ -1,0 +1,5 @@
+import sys
+
+from impala_rep.cli import main
+
+sys.exit(main())
