@@ -1,0 +1,122 @@
+"""The agent interface shared by actors and the learner, and the MLP agent.
+
+An agent maps (observation, previous action, previous reward, recurrent state)
+to (policy logits, baseline). Actors call `step` on one time step of a batch of
+environments; the learner calls `unroll` on a whole time-major unroll. Nothing in
+`actors/` or `learner/` knows which agent it runs: they only use this interface.
+
+Shapes follow the package convention (see `impala_rep`): `B` batch, `T` time,
+`A` number of actions, `...` the observation shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Protocol, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["AgentOutput", "AgentInputs", "Agent", "MLPAgent"]
+
+
+class AgentOutput(NamedTuple):
+    """policy_logits `[..., A]` and baseline `[...]` (leading dims `[B]` or `[T, B]`)."""
+
+    policy_logits: tf.Tensor
+    baseline: tf.Tensor
+
+
+class AgentInputs(NamedTuple):
+    """What an agent sees at each step (leading dims `[B]` for `step`, `[T, B]` for `unroll`).
+
+    observation: `[..., *obs_shape]`; prev_action: int32, the action taken just
+    before this observation (0 at an episode's start); prev_reward: float32, the
+    reward received on arriving here (0 at an episode's start); first: bool, this
+    observation starts an episode (recurrent agents reset their state here).
+    """
+
+    observation: Any
+    prev_action: Any
+    prev_reward: Any
+    first: Any
+
+
+class Agent(Protocol):
+    """What actors and the learner need from an agent."""
+
+    num_actions: int
+
+    def initial_state(self, batch_size: int) -> Any:
+        """The recurrent state for `batch_size` fresh episodes; `()` for feed-forward agents."""
+
+    def build(self, observation_shape: Sequence[int]) -> None:
+        """Creates every variable (call inside `Replicator.scope()` on the learner)."""
+
+    def step(self, inputs: AgentInputs, state: Any) -> tuple[AgentOutput, Any]:
+        """One time step for a batch: inputs `[B, ...]` -> outputs `[B, ...]`, new state."""
+
+    def unroll(self, inputs: AgentInputs, state: Any) -> tuple[AgentOutput, Any]:
+        """A time-major unroll: inputs `[T, B, ...]` from `state` -> outputs `[T, B, ...]`."""
+
+    @property
+    def trainable_variables(self) -> Sequence[tf.Variable]: ...
+
+    def get_weights(self) -> list[np.ndarray]: ...
+
+    def set_weights(self, weights: Sequence[np.ndarray]) -> None: ...
+
+
+class MLPAgent:
+    """A feed-forward agent for vector observations: a shared MLP torso, policy and value heads.
+
+    It ignores the previous action and reward and has no recurrent state.
+    """
+
+    def __init__(self, *, num_actions: int, hidden_sizes: Sequence[int] = (64, 64)):
+        if num_actions < 1:
+            raise ValueError(f"num_actions must be >= 1, got {num_actions}")
+        self.num_actions = num_actions
+        self._torso = [tf.keras.layers.Dense(h, activation="relu", name=f"torso_{i}")
+                       for i, h in enumerate(hidden_sizes)]
+        self._policy = tf.keras.layers.Dense(num_actions, name="policy_logits")
+        self._baseline = tf.keras.layers.Dense(1, name="baseline")
+        self._layers = [*self._torso, self._policy, self._baseline]
+
+    def initial_state(self, batch_size: int) -> tuple:
+        return ()
+
+    def build(self, observation_shape: Sequence[int]) -> None:
+        dummy = tf.zeros([1, *observation_shape], tf.float32)
+        self._forward(dummy)
+
+    def _forward(self, observation: tf.Tensor) -> AgentOutput:
+        x = tf.reshape(tf.cast(observation, tf.float32), [tf.shape(observation)[0], -1])
+        for layer in self._torso:
+            x = layer(x)
+        return AgentOutput(self._policy(x), tf.squeeze(self._baseline(x), axis=-1))
+
+    def step(self, inputs: AgentInputs, state: Any) -> tuple[AgentOutput, Any]:
+        return self._forward(inputs.observation), state
+
+    def unroll(self, inputs: AgentInputs, state: Any) -> tuple[AgentOutput, Any]:
+        # Feed-forward: fold time into batch for one big matrix multiply.
+        observation = tf.convert_to_tensor(inputs.observation)
+        t, b = tf.shape(observation)[0], tf.shape(observation)[1]
+        flat = tf.reshape(observation, tf.concat([[t * b], tf.shape(observation)[2:]], 0))
+        out = self._forward(flat)
+        return AgentOutput(tf.reshape(out.policy_logits, [t, b, self.num_actions]),
+                           tf.reshape(out.baseline, [t, b])), state
+
+    @property
+    def trainable_variables(self) -> list[tf.Variable]:
+        return [v for layer in self._layers for v in layer.trainable_variables]
+
+    def get_weights(self) -> list[np.ndarray]:
+        return [np.asarray(v.numpy()) for v in self.trainable_variables]
+
+    def set_weights(self, weights: Sequence[np.ndarray]) -> None:
+        variables = self.trainable_variables
+        if len(weights) != len(variables):
+            raise ValueError(f"expected {len(variables)} weight arrays, got {len(weights)}")
+        for variable, value in zip(variables, weights):
+            variable.assign(value)

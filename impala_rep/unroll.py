@@ -1,0 +1,74 @@
+"""The unroll: what an actor records and the learner trains on.
+
+Time-major, following the package convention (see `impala_rep`). One actor
+steps `E` environments together and emits one `Unroll` with batch `E`; the
+learner concatenates unrolls along the batch axis (axis 1 of `[T, B]` fields,
+axis 0 of `[B]` fields).
+
+| field | shape | dtype | meaning |
+|---|---|---|---|
+| observations | [T+1, B, *obs] | env's | obs[0..T]; obs[T] only bootstraps |
+| prev_actions | [T+1, B] | int32 | agent input: action taken just before obs[t] (0 at episode start) |
+| prev_rewards | [T+1, B] | float32 | agent input: reward on arriving at obs[t] (0 at episode start) |
+| first | [T+1, B] | bool | obs[t] starts an episode |
+| actions | [T, B] | int32 | action taken at obs[t] |
+| rewards | [T, B] | float32 | raw reward of transition t -> t+1 |
+| terminated | [T, B] | bool | the episode ended in a terminal state at t -> t+1 |
+| truncated | [T, B] | bool | the episode was cut (time limit) at t -> t+1 |
+| behaviour_logits | [T, B, A] | float32 | the actor's policy logits at obs[t] |
+| initial_state | nest of [B, ...] | | the agent's recurrent state before obs[0] (`()` if none) |
+| policy_version | [B] | int64 | learner step whose weights produced this unroll |
+
+When an episode ends at t -> t+1 the environment is reset in the same step, so
+obs[t+1] is the new episode's first observation and first[t+1] is True.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+__all__ = ["Unroll", "concat_unrolls", "EpisodeStats"]
+
+
+class Unroll(NamedTuple):
+    observations: np.ndarray
+    prev_actions: np.ndarray
+    prev_rewards: np.ndarray
+    first: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    behaviour_logits: np.ndarray
+    initial_state: Any
+    policy_version: np.ndarray
+
+    @property
+    def num_frames(self) -> int:
+        """Environment steps recorded: T * B."""
+        return int(self.actions.shape[0] * self.actions.shape[1])
+
+
+class EpisodeStats(NamedTuple):
+    """Returns and lengths of the episodes an actor finished (1-D, any length)."""
+
+    returns: np.ndarray
+    lengths: np.ndarray
+
+
+def concat_unrolls(unrolls: list[Unroll]) -> Unroll:
+    """Concatenates unrolls along the batch axis."""
+    import tensorflow as tf  # only for nest handling of the recurrent state
+
+    def cat(field: str, axis: int):
+        return np.concatenate([getattr(u, field) for u in unrolls], axis=axis)
+
+    time_major = ("observations", "prev_actions", "prev_rewards", "first", "actions", "rewards",
+                  "terminated", "truncated", "behaviour_logits")
+    fields = {name: cat(name, 1) for name in time_major}
+    fields["policy_version"] = cat("policy_version", 0)
+    fields["initial_state"] = tf.nest.map_structure(
+        lambda *xs: np.concatenate(xs, axis=0), *[u.initial_state for u in unrolls])
+    return Unroll(**fields)
