@@ -1,0 +1,64 @@
+"""envs/factory.py: env construction, spaces and error messages."""
+
+import importlib.util
+import re
+
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode
+
+from impala_rep.envs import EnvSpec, describe_env, make_vector_env
+
+
+def test_describe_env_cartpole():
+    assert describe_env("CartPole-v1") == EnvSpec(observation_shape=(4,),
+                                                  observation_dtype=np.dtype(np.float32),
+                                                  num_actions=2)
+
+
+def test_make_vector_env_cartpole_is_same_step_and_seeded():
+    envs = [make_vector_env("CartPole-v1", num_envs=3, seed=seed) for seed in (5, 5, 6)]
+    try:
+        env = envs[0]
+        assert env.num_envs == 3
+        # The Unroll layout needs the reset observation in the step that ends an episode.
+        assert env.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
+        first_obs = [e.reset()[0] for e in envs]
+        assert first_obs[0].shape == (3, 4)
+        np.testing.assert_array_equal(first_obs[0], first_obs[1])
+        assert not np.array_equal(first_obs[0], first_obs[2])
+    finally:
+        for e in envs:
+            e.close()
+
+
+def test_unknown_id_names_it_and_suggests_a_close_match():
+    with pytest.raises(ValueError) as error:
+        make_vector_env("Foo-v0", num_envs=1, seed=0)
+    message = str(error.value)
+    assert message.startswith("unknown environment id 'Foo-v0': not registered with gymnasium")
+    assert "\n" not in message
+    with pytest.raises(ValueError, match="did you mean 'CartPole-v1'"):
+        describe_env("CartPol-v1")
+
+
+@pytest.mark.parametrize("build", [describe_env,
+                                   lambda env_id: make_vector_env(env_id, num_envs=2, seed=0)])
+def test_box_action_space_is_rejected(build):
+    with pytest.raises(ValueError, match="'Pendulum-v1'.*only Discrete action spaces"):
+        build("Pendulum-v1")
+
+
+def test_num_envs_must_be_positive():
+    with pytest.raises(ValueError, match="num_envs must be >= 1"):
+        make_vector_env("CartPole-v1", num_envs=0, seed=0)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ale_py") is not None, reason="ale_py is installed")
+@pytest.mark.parametrize("env_id", ["ALE/Pong-v5", "PongNoFrameskip-v4"])
+def test_atari_without_ale_py_says_which_extra_to_install(env_id):
+    expected = re.escape("install the atari extra: pip install -e '.[atari]'")
+    with pytest.raises(ValueError, match=expected):
+        make_vector_env(env_id, num_envs=1, seed=0)
+    with pytest.raises(ValueError, match=expected):
+        describe_env(env_id)
