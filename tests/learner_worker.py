@@ -1,0 +1,132 @@
+"""Runs a few Learner steps on N logical CPU devices and prints the results as JSON.
+
+The device count is fixed when TensorFlow initialises, so tests/test_learner.py
+runs `python learner_worker.py N` in a fresh process and compares what it prints
+with the same case run in the test process on one device (`run_case` is shared).
+Nothing here asserts.
+"""
+
+import json
+import sys
+
+import numpy as np
+
+from impala_rep import Replicator
+
+T, B, A, OBS = 5, 4, 3, 2
+STEPS = 3
+
+
+class OffsetAgent:
+    """An MLPAgent whose recurrent state `{"offset": [B, OBS]}` is added to every observation.
+
+    Feed-forward except for the state, which exercises the learner's splitting
+    of `initial_state` `[B, ...]` leaves over replicas: a column that got
+    another column's state would change the loss.
+    """
+
+    def __init__(self, **kwargs):
+        from impala_rep.agent import MLPAgent
+
+        self._mlp = MLPAgent(**kwargs)
+        self.num_actions = self._mlp.num_actions
+
+    def initial_state(self, batch_size):
+        return {"offset": np.zeros((batch_size, OBS), np.float32)}
+
+    def build(self, observation_shape):
+        self._mlp.build(observation_shape)
+
+    def step(self, inputs, state):
+        return self._mlp.step(inputs._replace(observation=inputs.observation + state["offset"]), state)
+
+    def unroll(self, inputs, state):
+        shifted = inputs.observation + state["offset"][None]
+        return self._mlp.unroll(inputs._replace(observation=shifted), state)
+
+    @property
+    def trainable_variables(self):
+        return self._mlp.trainable_variables
+
+    def get_weights(self):
+        return self._mlp.get_weights()
+
+    def set_weights(self, weights):
+        self._mlp.set_weights(weights)
+
+
+def make_batch(seed=0):
+    """A random Unroll with B columns, rewards beyond [-1, 1], some episode ends."""
+    from impala_rep.unroll import Unroll
+
+    rng = np.random.default_rng(seed)
+    return Unroll(
+        observations=rng.normal(size=(T + 1, B, OBS)).astype(np.float32),
+        prev_actions=rng.integers(0, A, (T + 1, B)).astype(np.int32),
+        prev_rewards=rng.normal(size=(T + 1, B)).astype(np.float32),
+        first=rng.random((T + 1, B)) < 0.2,
+        actions=rng.integers(0, A, (T, B)).astype(np.int32),
+        rewards=(3 * rng.normal(size=(T, B))).astype(np.float32),
+        terminated=rng.random((T, B)) < 0.15,
+        truncated=rng.random((T, B)) < 0.15,
+        behaviour_logits=rng.normal(size=(T, B, A)).astype(np.float32),
+        initial_state={"offset": rng.normal(size=(B, OBS)).astype(np.float32)},
+        policy_version=np.zeros(B, np.int64),
+    )
+
+
+def run_case(replicator, optimizer):
+    """STEPS learner steps; returns weights and metrics.
+
+    optimizer "rmsprop": the default RMSProp with a large learning rate and a
+    max_grad_norm below the gradient's norm, so the weights move visibly and
+    clipping acts on every step. "sgd": plain SGD without clipping, whose update
+    is proportional to the gradient, so its scale shows in the weights.
+    """
+    import tensorflow as tf
+
+    from impala_rep.learner.learner import Learner, LearnerHyperparams
+
+    if optimizer == "rmsprop":
+        hyperparams = LearnerHyperparams(total_steps=10, learning_rate=0.05, max_grad_norm=1.0)
+        opt = None
+    else:
+        hyperparams = LearnerHyperparams(total_steps=10, max_grad_norm=None)
+        with replicator.scope():
+            opt = tf.keras.optimizers.SGD(0.02)
+    learner = Learner(
+        agent=OffsetAgent(num_actions=A, hidden_sizes=(8,)),
+        replicator=replicator,
+        hyperparams=hyperparams,
+        observation_shape=(OBS,),
+        optimizer=opt,
+    )
+    rng = np.random.default_rng(1)
+    initial = [rng.normal(scale=0.5, size=w.shape).astype(np.float32)
+               for w in learner.agent.get_weights()]
+    learner.agent.set_weights(initial)
+    batches = [make_batch(seed) for seed in range(STEPS)]
+    metrics = [learner.step(batch) for batch in batches]
+    strategy = replicator.strategy
+    return {
+        "num_replicas": replicator.num_replicas,
+        "initial": [w.tolist() for w in initial],
+        "weights": [w.tolist() for w in learner.get_weights()[1]],
+        # [variable][replica] -> values: every replica's copy.
+        "replicas": [
+            [np.asarray(part).tolist() for part in strategy.experimental_local_results(v.value)]
+            for v in learner.agent.trainable_variables
+        ],
+        "metrics": metrics,
+        "num_steps": learner.num_steps,
+    }
+
+
+def main(n):
+    replicator = Replicator(f"cpu:{n}")
+    result = {name: run_case(replicator, name) for name in ("rmsprop", "sgd")}
+    print("RESULT " + json.dumps(result))
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))

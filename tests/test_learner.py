@@ -1,0 +1,273 @@
+"""The Learner: its update against a hand-made one, clipping, lr decay, checkpoints, replicas.
+
+Everything runs in this process on one device except the 2-replica case, which
+runs tests/learner_worker.py in a fresh process (the logical device count is
+fixed when TensorFlow initialises) and is compared with the same case here.
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import learner_worker
+from impala_rep import Replicator
+from impala_rep.agent import AgentInputs, MLPAgent
+from impala_rep.learner.learner import Learner, LearnerHyperparams
+from impala_rep.losses import impala_loss
+
+WORKER = pathlib.Path(__file__).with_name("learner_worker.py")
+T, B, A, OBS = 4, 6, 3, 5
+
+
+@pytest.fixture(scope="module")
+def replicator():
+    return Replicator("cpu")
+
+
+def make_batch(seed=0, policy_version=None):
+    from impala_rep.unroll import Unroll
+
+    rng = np.random.default_rng(seed)
+    return Unroll(
+        observations=rng.normal(size=(T + 1, B, OBS)).astype(np.float32),
+        prev_actions=rng.integers(0, A, (T + 1, B)).astype(np.int32),
+        prev_rewards=rng.normal(size=(T + 1, B)).astype(np.float32),
+        first=rng.random((T + 1, B)) < 0.2,
+        actions=rng.integers(0, A, (T, B)).astype(np.int32),
+        rewards=(3 * rng.normal(size=(T, B))).astype(np.float32),  # many beyond [-1, 1]
+        terminated=rng.random((T, B)) < 0.15,
+        truncated=rng.random((T, B)) < 0.15,
+        behaviour_logits=rng.normal(size=(T, B, A)).astype(np.float32),
+        initial_state=(),
+        policy_version=np.zeros(B, np.int64) if policy_version is None else np.asarray(policy_version),
+    )
+
+
+def make_learner(replicator, *, sgd_lr=None, **hyperparams):
+    hyperparams.setdefault("total_steps", 100)
+    optimizer = None
+    if sgd_lr is not None:
+        with replicator.scope():  # Keras creates the optimizer's step counter right away
+            optimizer = tf.keras.optimizers.SGD(sgd_lr)
+    return Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(16, 16)), replicator=replicator,
+                   hyperparams=LearnerHyperparams(**hyperparams), observation_shape=(OBS,),
+                   optimizer=optimizer)
+
+
+def manual_gradient(weights, batch, hp):
+    """Gradient of impala_loss over the whole batch, with no Replicator, written out here."""
+    agent = MLPAgent(num_actions=A, hidden_sizes=(16, 16))
+    agent.build((OBS,))
+    agent.set_weights(weights)
+    rewards = np.clip(batch.rewards, -1, 1)
+    discounts = hp.discount * (1.0 - (batch.terminated | batch.truncated)).astype(np.float32)
+    with tf.GradientTape() as tape:
+        out, _ = agent.unroll(AgentInputs(batch.observations, batch.prev_actions, batch.prev_rewards,
+                                          batch.first), ())
+        loss, _ = impala_loss(
+            target_logits=out.policy_logits[:-1], behaviour_logits=batch.behaviour_logits,
+            actions=batch.actions, values=out.baseline[:-1], bootstrap_value=out.baseline[-1],
+            rewards=rewards, discounts=discounts, baseline_cost=hp.baseline_cost,
+            entropy_cost=hp.entropy_cost, clip_rho_threshold=hp.clip_rho_threshold,
+            clip_pg_rho_threshold=hp.clip_pg_rho_threshold, lambda_=hp.lambda_)
+    grads = tape.gradient(loss, agent.trainable_variables)
+    return [g.numpy() for g in grads], float(loss)
+
+
+def global_norm(arrays):
+    return float(np.sqrt(sum(np.sum(np.square(a, dtype=np.float64)) for a in arrays)))
+
+
+def test_step_equals_manual_sgd_update(replicator):
+    lr = 0.01
+    learner = make_learner(replicator, sgd_lr=lr, max_grad_norm=None)
+    batch = make_batch()
+    version, before = learner.get_weights()
+    assert version == 0
+    grads, loss = manual_gradient(before, batch, learner.hyperparams)
+
+    metrics = learner.step(batch)
+
+    version, after = learner.get_weights()
+    assert version == 1 and learner.num_steps == 1
+    for w0, w1, g in zip(before, after, grads):
+        np.testing.assert_allclose(w1, w0 - lr * g, rtol=1e-5, atol=1e-6)
+    # get_weights is the agent's current weights.
+    for w, v in zip(after, learner.agent.trainable_variables):
+        np.testing.assert_array_equal(w, v.numpy())
+    assert metrics["loss"] == pytest.approx(loss, rel=1e-5)
+    assert metrics["grad_norm"] == pytest.approx(global_norm(grads), rel=1e-5)
+    assert metrics["learning_rate"] == pytest.approx(lr)
+    expected = {"loss", "pg_loss", "baseline_loss", "entropy_loss", "entropy",
+                "vtrace_rho_clipped_fraction", "rho_mean", "advantage_mean", "value_mean",
+                "grad_norm", "learning_rate", "policy_lag_mean", "policy_lag_max"}
+    assert set(metrics) == expected
+    assert all(isinstance(v, float) for v in metrics.values())
+
+
+def test_clipping_limits_the_update_to_lr_times_max_norm(replicator):
+    # Updates large enough that float32 w1 - w0 keeps its relative precision.
+    lr, max_norm = 0.1, 0.5
+    learner = make_learner(replicator, sgd_lr=lr, max_grad_norm=max_norm)
+    batch = make_batch(1)
+    _, before = learner.get_weights()
+    grads, _ = manual_gradient(before, batch, learner.hyperparams)
+    norm = global_norm(grads)
+    assert norm > 2 * max_norm  # clipping really acts
+
+    metrics = learner.step(batch)
+
+    _, after = learner.get_weights()
+    deltas = [w1 - w0 for w0, w1 in zip(before, after)]
+    assert global_norm(deltas) == pytest.approx(lr * max_norm, rel=1e-4)
+    for d, g in zip(deltas, grads):  # same direction as the unclipped gradient
+        np.testing.assert_allclose(d, -lr * g * (max_norm / norm), rtol=1e-4, atol=1e-7)
+    assert metrics["grad_norm"] == pytest.approx(norm, rel=1e-5)  # before clipping
+
+
+def test_learning_rate_decays_linearly_to_zero_and_compiles_once(replicator):
+    lr, total = 1e-3, 4
+    learner = make_learner(replicator, learning_rate=lr, total_steps=total)
+    traces = []
+    unroll = learner.agent.unroll
+    learner.agent.unroll = lambda *args: (traces.append(1), unroll(*args))[1]  # runs when traced
+    batch = make_batch(2)
+
+    rates = [learner.step(batch)["learning_rate"] for _ in range(total + 2)]
+
+    np.testing.assert_allclose(rates, [lr * (1 - k / total) for k in range(total)] + [0.0, 0.0],
+                               rtol=1e-6, atol=1e-12)
+    assert len(traces) == 1  # fixed shapes: one trace for all steps
+    # At learning rate 0 RMSProp leaves the weights alone.
+    _, before = learner.get_weights()
+    learner.step(batch)
+    for w0, w1 in zip(before, learner.get_weights()[1]):
+        np.testing.assert_array_equal(w0, w1)
+
+
+def test_policy_lag_and_run(replicator):
+    learner = make_learner(replicator)
+    batches = [make_batch(seed) for seed in range(3)]
+    learner.run(iter(batches * 2), num_steps=2)  # stops after 2 steps
+    assert learner.num_steps == 2
+    # 2 updates applied: an unroll from version v lags 2 - v.
+    metrics = learner.step(make_batch(0, policy_version=[0, 1, 1, 2, 2, 2]))
+    assert metrics["policy_lag_mean"] == pytest.approx(2 - 8 / 6)
+    assert metrics["policy_lag_max"] == 2.0
+    last = learner.run(batches)
+    assert learner.num_steps == 6 and last["policy_lag_max"] == 5.0
+    assert learner.run(batches, num_steps=0) == {}
+
+
+def test_save_restore_round_trips_weights_optimizer_state_and_step(replicator, tmp_path):
+    hyper = dict(learning_rate=1e-2, total_steps=10)
+    original = make_learner(replicator, **hyper)
+    for seed in range(2):
+        original.step(make_batch(seed))
+    path = original.save(tmp_path)
+    assert pathlib.Path(path).name.startswith("ckpt-2")
+
+    restored = make_learner(replicator, **hyper)
+    restored.restore(tmp_path)
+
+    assert restored.num_steps == 2
+    for a, b in zip(original.get_weights()[1], restored.get_weights()[1]):
+        np.testing.assert_array_equal(a, b)
+    slots = [v.numpy() for v in original.optimizer.variables]
+    assert any(np.any(s != 0) for s in slots[1:])  # RMSProp state is not trivial
+    for a, b in zip(slots, [v.numpy() for v in restored.optimizer.variables]):
+        np.testing.assert_array_equal(a, b)
+    # Both continue identically, the learning-rate schedule included.
+    batch = make_batch(5)
+    m1, m2 = original.step(batch), restored.step(batch)
+    assert m1["learning_rate"] == m2["learning_rate"] == pytest.approx(1e-2 * (1 - 2 / 10))
+    for a, b in zip(original.get_weights()[1], restored.get_weights()[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+    for _ in range(3):
+        original.step(batch)
+        original.save(tmp_path)
+    kept = tf.train.get_checkpoint_state(str(tmp_path)).all_model_checkpoint_paths
+    assert [pathlib.Path(p).name for p in kept] == ["ckpt-4", "ckpt-5", "ckpt-6"]  # max_to_keep=3
+    with pytest.raises(FileNotFoundError, match="no learner checkpoint"):
+        restored.restore(tmp_path / "empty")
+
+
+def test_optimizer_made_outside_the_scope_is_rejected(replicator):
+    with pytest.raises(ValueError, match=r"inside replicator.scope\(\)"):
+        Learner(agent=MLPAgent(num_actions=A), replicator=replicator,
+                hyperparams=LearnerHyperparams(total_steps=1), observation_shape=(OBS,),
+                optimizer=tf.keras.optimizers.SGD(0.1))
+
+
+@pytest.mark.parametrize("field, value, allowed", [
+    ("total_steps", 0, "integer >= 1"),
+    ("total_steps", 2.5, "integer >= 1"),
+    ("learning_rate", 0.0, "> 0"),
+    ("learning_rate", float("nan"), "a number"),
+    ("discount", 1.5, r"in \[0, 1\]"),
+    ("baseline_cost", -1.0, ">= 0"),
+    ("entropy_cost", "0.1", "a number"),
+    ("clip_rho_threshold", 0.0, "> 0 or None"),
+    ("clip_pg_rho_threshold", -1.0, "> 0 or None"),
+    ("lambda_", -0.1, r"in \[0, 1\]"),
+    ("rmsprop_decay", 1.0, r"in \[0, 1\)"),
+    ("rmsprop_epsilon", 0.0, "> 0"),
+    ("rmsprop_momentum", -0.5, r"in \[0, 1\)"),
+    ("max_grad_norm", 0.0, "> 0 or None"),
+    ("reward_clipping", "clip", "'abs_one' or 'none'"),
+])
+def test_hyperparams_reject_bad_values(field, value, allowed):
+    kwargs = {"total_steps": 10, field: value}
+    with pytest.raises(ValueError, match=rf"^{field} must be .*{allowed}.*got"):
+        LearnerHyperparams(**kwargs)
+
+
+def test_hyperparams_defaults_and_optional_clipping():
+    hp = LearnerHyperparams(total_steps=5, max_grad_norm=None, clip_rho_threshold=None,
+                            reward_clipping="none")
+    assert hp.learning_rate == 6e-4 and hp.discount == 0.99 and hp.max_grad_norm is None
+    with pytest.raises(TypeError):
+        LearnerHyperparams()  # total_steps has no default
+
+
+@pytest.fixture(scope="module")
+def two_replicas():
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([sys.executable, str(WORKER), "2"], capture_output=True, text=True,
+                          timeout=300, env=env)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, f"worker failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+@pytest.mark.parametrize("optimizer", ["rmsprop", "sgd"])
+def test_two_replicas_equal_one(replicator, two_replicas, optimizer):
+    single = learner_worker.run_case(replicator, optimizer)
+    two_replicas = two_replicas[optimizer]
+    assert two_replicas["num_replicas"] == 2 and single["num_replicas"] == 1
+    assert two_replicas["num_steps"] == single["num_steps"] == learner_worker.STEPS
+    np.testing.assert_array_equal(
+        np.concatenate([np.ravel(w) for w in two_replicas["initial"]]),
+        np.concatenate([np.ravel(w) for w in single["initial"]]))
+    # Replicas stay identical, and training moved the weights.
+    for copies in two_replicas["replicas"]:
+        assert len(copies) == 2
+        np.testing.assert_array_equal(copies[0], copies[1])
+    moved = max(np.abs(np.subtract(w, i)).max()
+                for w, i in zip(single["weights"], single["initial"]))
+    assert moved > 1e-2
+    for w2, w1 in zip(two_replicas["weights"], single["weights"]):
+        np.testing.assert_allclose(w2, w1, rtol=1e-5, atol=1e-5)
+    # Metrics describe the whole batch whatever the replica count; clipping acted.
+    for m2, m1 in zip(two_replicas["metrics"], single["metrics"]):
+        if optimizer == "rmsprop":
+            assert m1["grad_norm"] > 1.0
+        for key in m1:
+            assert m2[key] == pytest.approx(m1[key], rel=1e-4, abs=1e-5), key
