@@ -35,6 +35,79 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
+    return value
+
+
+def _add_train_arguments(train: argparse.ArgumentParser) -> None:
+    from impala_rep.config import TrainConfig
+
+    d = TrainConfig()  # the defaults live in one place: the config dataclass
+    train.add_argument("--env", default=d.env, help=f"gymnasium environment id (default: {d.env})")
+    train.add_argument("--num-actors", type=_positive_int, default=d.num_actors,
+                       help=f"actor processes (default: {d.num_actors})")
+    train.add_argument("--envs-per-actor", type=_positive_int, default=d.envs_per_actor,
+                       help=f"environments each actor steps together (default: {d.envs_per_actor})")
+    train.add_argument("--unroll-length", type=_positive_int, default=d.unroll_length,
+                       help=f"T, steps per unroll (default: {d.unroll_length})")
+    train.add_argument("--batch-size", type=_positive_int, default=d.batch_size,
+                       help=f"B, unrolls per learner step (default: {d.batch_size})")
+    train.add_argument("--learner-devices", type=_device_spec, default=d.learner_devices,
+                       help=f"Replicator device spec, e.g. cpu:2 or gpu (default: {d.learner_devices})")
+    train.add_argument("--total-frames", type=_positive_int, default=d.total_frames,
+                       help=f"env frames to train on (default: {d.total_frames:,})")
+    train.add_argument("--seed", type=int, default=d.seed, help=f"random seed (default: {d.seed})")
+    train.add_argument("--logdir", default=None,
+                       help="new directory for config.json, metrics.jsonl and TensorBoard events")
+    train.add_argument("--ray-address", default=None,
+                       help="join this Ray cluster (e.g. auto or HOST:PORT); default: embedded local Ray")
+    train.add_argument("--learning-rate", type=_positive_float, default=d.learning_rate,
+                       help=f"RMSProp learning rate, decayed linearly to 0 (default: {d.learning_rate})")
+    train.add_argument("--entropy-cost", type=_non_negative_float, default=d.entropy_cost,
+                       help=f"default: {d.entropy_cost}")
+    train.add_argument("--baseline-cost", type=_non_negative_float, default=d.baseline_cost,
+                       help=f"default: {d.baseline_cost}")
+    train.add_argument("--discount", type=_non_negative_float, default=d.discount, help=f"default: {d.discount}")
+    train.add_argument("--clip-rho-threshold", type=_positive_float, default=d.clip_rho_threshold,
+                       help=f"V-trace rho-bar (default: {d.clip_rho_threshold})")
+    train.add_argument("--clip-pg-rho-threshold", type=_positive_float, default=d.clip_pg_rho_threshold,
+                       help=f"V-trace policy-gradient rho clip (default: {d.clip_pg_rho_threshold})")
+    train.add_argument("--max-grad-norm", type=_positive_float, default=d.max_grad_norm,
+                       help=f"global gradient-norm clip (default: {d.max_grad_norm})")
+    train.add_argument("--reward-clipping", choices=["abs_one", "none"], default=d.reward_clipping,
+                       help=f"clip rewards to [-1, 1] in the learner or not (default: {d.reward_clipping})")
+
+
+def _train_config(args: argparse.Namespace):
+    from impala_rep.config import TrainConfig
+
+    return TrainConfig(
+        env=args.env, num_actors=args.num_actors, envs_per_actor=args.envs_per_actor,
+        unroll_length=args.unroll_length, batch_size=args.batch_size,
+        learner_devices=args.learner_devices, total_frames=args.total_frames, seed=args.seed,
+        logdir=args.logdir, ray_address=args.ray_address, learning_rate=args.learning_rate,
+        entropy_cost=args.entropy_cost, baseline_cost=args.baseline_cost, discount=args.discount,
+        clip_rho_threshold=args.clip_rho_threshold, clip_pg_rho_threshold=args.clip_pg_rho_threshold,
+        max_grad_norm=args.max_grad_norm, reward_clipping=args.reward_clipping,
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="impala-rep", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -46,6 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help='Replicator device spec: "auto", "cpu", "cpu:N", "gpu", "gpu:N", "tpu" (default: cpu:2)')
     demo.add_argument("--steps", type=_positive_int, default=30, help="training steps (default: 30)")
     demo.add_argument("--batch-size", type=_positive_int, default=64, help="global batch size (default: 64)")
+    train = commands.add_parser("train", help="train an IMPALA agent on Ray")
+    _add_train_arguments(train)
+    plot = commands.add_parser("plot", help="write PNG plots of a run's metrics")
+    plot.add_argument("logdir", help="a run directory written by `impala-rep train --logdir`")
     return parser
 
 
@@ -69,6 +146,30 @@ def main(argv: list[str] | None = None) -> int:
             print(f"impala-rep: error: replicated and single-device weights differ by "
                   f"{result.max_weight_difference:.2e} (> {_DEMO_TOLERANCE})", file=sys.stderr)
             return 1
+        return 0
+    if args.command == "train":
+        try:
+            config = _train_config(args)
+            from impala_rep.envs.factory import describe_env
+            from impala_rep.training import check_logdir
+
+            describe_env(config.env)
+            check_logdir(config.logdir)
+        except ValueError as err:
+            parser.error(str(err))
+        from impala_rep.training import train
+
+        train(config)
+        return 0
+    if args.command == "plot":
+        from impala_rep.plotting import plot_run
+
+        try:
+            paths = plot_run(args.logdir)
+        except ValueError as err:
+            parser.error(str(err))
+        for path in paths:
+            print(path)
         return 0
     parser.error(f"unknown command {args.command!r}")  # unreachable: argparse checks choices
     return 2

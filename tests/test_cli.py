@@ -37,3 +37,32 @@ def test_demo_trains_replicated_and_matches_one_device():
     last_line = proc.stdout.strip().splitlines()[-1]
     assert last_line.startswith("  max |weight difference| after 12 steps:")
     assert float(last_line.rsplit(" ", 1)[-1]) < 1e-4
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["train", "--env", "NoSuchEnv-v0"], "unknown environment id 'NoSuchEnv-v0'"),
+        (["train", "--num-actors", "0"], "expected a positive integer, got 0"),
+        (["train", "--learner-devices", "cpu:2", "--batch-size", "5"],
+         "bad batch_size 5: must split evenly over the 2 learner replicas"),
+        (["train", "--learner-devices", "gpu:x"], "bad device spec 'gpu:x'"),
+        (["train", "--discount", "1.5"], "bad discount 1.5: must be in [0, 1]"),
+        (["train", "--logdir", "{tmp}/file.txt/run"], "cannot be created"),
+        (["plot", "/"], "/ is not a run directory"),
+    ],
+)
+def test_train_and_plot_misuse_exit_2(args, message, tmp_path):
+    (tmp_path / "file.txt").write_text("not a directory")
+    proc = _cli(*[a.replace("{tmp}", str(tmp_path)) for a in args], timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("impala-rep") and message in last, proc.stderr[-2000:]
+
+
+def test_train_refuses_non_empty_logdir_and_writes_nothing(tmp_path):
+    (tmp_path / "keep.txt").write_text("x")
+    proc = _cli("train", "--logdir", str(tmp_path), timeout=120)
+    assert proc.returncode == 2
+    assert "is not empty" in proc.stderr.strip().splitlines()[-1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]

@@ -1,0 +1,53 @@
+"""An `Actor` as a Ray actor process: a thin wrapper around `run_actor_loop`."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import ray
+
+__all__ = ["RayActor", "create_actors"]
+
+
+class _ActorProcess:
+    def __init__(self, *, env_id: str, envs_per_actor: int, unroll_length: int, seed: int,
+                 agent_factory: Callable[[], Any], learner):
+        import tensorflow as tf
+
+        # Many actor processes share few cores: one thread each for TensorFlow's
+        # ops avoids oversubscription that slows every process down.
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+        from impala_rep.actors.actor import Actor
+        from impala_rep.envs.factory import make_vector_env
+
+        env = make_vector_env(env_id, num_envs=envs_per_actor, seed=seed)
+        self._actor = Actor(env=env, agent=agent_factory(), unroll_length=unroll_length, seed=seed)
+        self._learner = learner
+        version, published = ray.get(learner.latest_weights.remote())
+        self._actor.set_weights(ray.get(published[0]), version)
+
+    def run(self, max_unrolls: int | None = None) -> int:
+        from impala_rep.actors.actor_loop import run_actor_loop
+
+        return run_actor_loop(
+            actor=self._actor,
+            send=lambda unroll, stats: self._learner.enqueue.remote(unroll, stats),
+            receive=ray.get,
+            fetch_weights=ray.get,
+            max_unrolls=max_unrolls,
+        )
+
+
+RayActor = ray.remote(_ActorProcess)
+
+
+def create_actors(*, config, agent_factory, learner) -> list:
+    """Starts `config.num_actors` actor processes with distinct seeds."""
+    return [
+        RayActor.options(num_cpus=1).remote(
+            env_id=config.env, envs_per_actor=config.envs_per_actor,
+            unroll_length=config.unroll_length, seed=config.seed * 1000 + index + 1,
+            agent_factory=agent_factory, learner=learner)
+        for index in range(config.num_actors)
+    ]

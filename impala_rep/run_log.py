@@ -1,0 +1,55 @@
+"""What a run leaves in its logdir: config.json, metrics.jsonl and TensorBoard events."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pathlib
+from typing import Any
+
+__all__ = ["RunLog", "write_json_atomically", "read_metrics"]
+
+
+def write_json_atomically(path: pathlib.Path, data: Any) -> None:
+    """Writes via a temporary file and rename, so a crash never leaves half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def _finite_or_none(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class RunLog:
+    """Appends one JSON object per report to metrics.jsonl and mirrors scalars to TensorBoard."""
+
+    def __init__(self, logdir: str | os.PathLike):
+        import tensorflow as tf
+
+        self.logdir = pathlib.Path(logdir)
+        self._jsonl = open(self.logdir / "metrics.jsonl", "a", buffering=1)
+        self._writer = tf.summary.create_file_writer(str(self.logdir / "tensorboard"))
+        self._tf = tf
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._jsonl.write(json.dumps({k: _finite_or_none(v) for k, v in record.items()}) + "\n")
+        with self._writer.as_default(step=int(record["frames"])):
+            for key, value in record.items():
+                if key != "frames" and isinstance(value, (int, float)) and value is not None:
+                    self._tf.summary.scalar(key, float(value))
+
+    def close(self) -> None:
+        self._jsonl.close()
+        self._writer.flush()
+        self._writer.close()
+
+
+def read_metrics(logdir: str | os.PathLike) -> list[dict[str, Any]]:
+    path = pathlib.Path(logdir) / "metrics.jsonl"
+    if not path.is_file():
+        raise ValueError(f"{logdir} is not a run directory: no metrics.jsonl in it")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,76 @@
+"""The learner as a Ray actor, so that in a cluster it lands where its devices are.
+
+A thin wrapper: the process builds its own Replicator (the first TensorFlow work
+in that process, so `cpu:N` logical devices can still be configured), the agent
+and the `Learner`, and serves `LearnerService`'s methods to actors and the driver.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import ray
+
+from impala_rep.config import TrainConfig
+
+__all__ = ["RayLearner", "create_learner"]
+
+
+class _LearnerProcess:
+    def __init__(self, config: TrainConfig, observation_shape: tuple[int, ...],
+                 agent_factory: Callable[[], Any]):
+        from impala_rep import Replicator
+
+        replicator = Replicator(config.learner_devices)
+        from impala_rep.learner.learner import Learner, LearnerHyperparams
+        from impala_rep.learner.service import LearnerService
+
+        hyperparams = LearnerHyperparams(
+            learning_rate=config.learning_rate,
+            total_steps=config.total_learner_steps,
+            discount=config.discount,
+            baseline_cost=config.baseline_cost,
+            entropy_cost=config.entropy_cost,
+            clip_rho_threshold=config.clip_rho_threshold,
+            clip_pg_rho_threshold=config.clip_pg_rho_threshold,
+            rmsprop_decay=config.rmsprop_decay,
+            rmsprop_epsilon=config.rmsprop_epsilon,
+            max_grad_norm=config.max_grad_norm,
+            reward_clipping=config.reward_clipping,
+        )
+        learner = Learner(agent=agent_factory(), replicator=replicator, hyperparams=hyperparams,
+                          observation_shape=observation_shape)
+        self._service = LearnerService(learner=learner, batch_size=config.batch_size,
+                                       total_frames=config.total_frames,
+                                       queue_capacity=config.queue_capacity, publish=ray.put)
+
+    def enqueue(self, unroll, stats=None):
+        return self._service.enqueue(unroll, stats)
+
+    def latest_weights(self):
+        return self._service.latest_weights()
+
+    def report(self):
+        return self._service.report()
+
+    def stop(self):
+        return self._service.stop()
+
+    def save(self, directory: str) -> str:
+        return self._service.save(directory)
+
+    def get_weights(self):
+        return self._service.get_weights()
+
+
+RayLearner = ray.remote(_LearnerProcess)
+
+
+def create_learner(config: TrainConfig, observation_shape, agent_factory):
+    """Starts the learner actor. Its methods run concurrently: every actor may be
+    blocked in `enqueue` (back-pressure) while the driver still gets reports."""
+    return RayLearner.options(
+        num_cpus=1,
+        max_concurrency=config.num_actors + 4,
+        name=None,
+    ).remote(config, tuple(observation_shape), agent_factory)
