@@ -18,8 +18,12 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/python -m pip install --quiet --editable '.[test]'
 	@touch $(STAMP)
 
+# A short CartPole run on an embedded local Ray (about a minute on 2 cores),
+# then its plots. Each run gets a new directory under runs/.
+RUN := runs/cartpole-$(shell date +%Y%m%d-%H%M%S)
 train: $(STAMP)
-	$(VENV)/bin/impala-rep demo --devices cpu:2
+	$(VENV)/bin/impala-rep train --env CartPole-v1 --num-actors 2 --total-frames 1000000 --logdir $(RUN)
+	$(VENV)/bin/impala-rep plot $(RUN)
 
 test: $(STAMP)
 	$(VENV)/bin/pytest

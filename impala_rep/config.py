@@ -36,7 +36,7 @@ class TrainConfig:
     logdir: str | None = None
     ray_address: str | None = None    # None: start an embedded local Ray on loopback
     # IMPALA hyperparameters (RMSProp and clipping as in the paper).
-    learning_rate: float = 6e-4
+    learning_rate: float = 5e-3       # CartPole; the paper's Atari value is 6e-4
     entropy_cost: float = 0.01
     baseline_cost: float = 0.5
     discount: float = 0.99

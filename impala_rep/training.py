@@ -136,8 +136,13 @@ def check_logdir(logdir: str | None) -> None:
 
 
 def train(config: TrainConfig, *, agent_factory: Callable[[], Any] | None = None,
-          out: TextIO = sys.stdout) -> TrainResult:
-    """Trains `config.total_frames` env frames with IMPALA and returns the run's summary."""
+          out: TextIO | None = None) -> TrainResult:
+    """Trains `config.total_frames` env frames with IMPALA and returns the run's summary.
+
+    `wall_s` in the records and the result counts from this call, start-up included.
+    """
+    start = time.monotonic()
+    out = sys.stdout if out is None else out  # looked up per call: callers may redirect stdout
     from impala_rep.envs.factory import describe_env
 
     env_spec = describe_env(config.env)  # fails fast on a bad id, before Ray starts
@@ -164,7 +169,6 @@ def train(config: TrainConfig, *, agent_factory: Callable[[], Any] | None = None
     print(f"impala-rep: training {config.env} with {config.num_actors} actors x "
           f"{config.envs_per_actor} envs, learner on {config.learner_devices!r}, "
           f"{config.total_frames:,} frames" + (f", logdir {logdir}" if logdir else ""), file=out)
-    start = time.monotonic()
     records: list[dict[str, Any]] = []
     recent_returns: collections.deque = collections.deque(maxlen=_RETURN_WINDOW)
     episodes = 0
