@@ -7,15 +7,19 @@ ends at t -> t+1, obs[t+1] is already the new episode's first observation. That
 is gymnasium's `AutoresetMode.SAME_STEP`, so `make_vector_env` always returns a
 SAME_STEP vector env:
 
-* An id with a `vector_entry_point` is built that way first and kept only if it
-  reports SAME_STEP. CartPole-v1's `CartPoleVectorEnv` (gymnasium 1.4) is fixed
-  to NEXT_STEP and its `reset` ignores `options["reset_mask"]`, so a finished
-  sub-env cannot be reset on its own: its reset step would cost every other
-  sub-env a recorded transition. No correct unroll can be built from it through
-  its public API, so such ids fall back to the next path.
-* Everything else is a `SyncVectorEnv(autoreset_mode=SAME_STEP)`. For 64
-  CartPoles it steps in ~0.8 ms instead of ~0.07 ms, which is still more than
-  the actor's policy call; scale with more actors if the env is the bottleneck.
+* CartPole-v1 is `impala_rep.envs.cartpole.CartPoleSameStepVectorEnv`: numpy
+  vectorised like gymnasium's `CartPoleVectorEnv`, but SAME_STEP, and checked
+  step for step against gymnasium's CartPole-v1 by tests/test_cartpole.py.
+* Another id with a `vector_entry_point` is built that way first and kept only
+  if it reports SAME_STEP. CartPole-v1's `CartPoleVectorEnv` (gymnasium 1.4) is
+  fixed to NEXT_STEP and its `reset` ignores `options["reset_mask"]`, so a
+  finished sub-env cannot be reset on its own: its reset step would cost every
+  other sub-env a recorded transition. No correct unroll can be built from it
+  through its public API, so such ids fall back to the next path.
+* Everything else is a `SyncVectorEnv(autoreset_mode=SAME_STEP)`, which steps
+  its sub-envs one by one in Python: for 64 CartPoles ~0.8 ms instead of
+  ~0.07 ms vectorised, more than the actor's policy call; scale with more
+  actors if the env is the bottleneck.
 
 The actor also handles NEXT_STEP/DISABLED envs whose `reset` honours
 `options["reset_mask"]` (gymnasium's sync and async vector envs), for callers
@@ -31,6 +35,8 @@ import importlib.util
 import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
+
+from impala_rep.envs.cartpole import CartPoleSameStepVectorEnv
 
 __all__ = ["EnvSpec", "describe_env", "make_vector_env"]
 
@@ -71,9 +77,10 @@ def make_vector_env(env_id: str, *, num_envs: int, seed: int) -> gymnasium.vecto
 
     Observations come batched `[num_envs, *obs_shape]`; actions are `[num_envs]`
     integers. The env is already reset with `reset(seed=seed)` (sync envs seed
-    sub-env i with `seed + i`); callers get their first observation with a plain
-    `reset()`, which continues from the seeded generators. The autoreset mode
-    is in `env.metadata["autoreset_mode"]` (always `AutoresetMode.SAME_STEP`).
+    sub-env i with `seed + i`; CartPole-v1 draws every env's initial state from
+    one generator seeded with `seed`); callers get their first observation with
+    a plain `reset()`, which continues from the seeded generators. The autoreset
+    mode is in `env.metadata["autoreset_mode"]` (always `AutoresetMode.SAME_STEP`).
     """
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
@@ -89,7 +96,11 @@ def make_vector_env(env_id: str, *, num_envs: int, seed: int) -> gymnasium.vecto
 
 
 def _make_same_step_vector_env(env_id: str, *, num_envs: int) -> gymnasium.vector.VectorEnv:
-    # Why not always the vector entry point: see the module docstring.
+    # Why CartPole-v1 has its own class and not always the vector entry point:
+    # see the module docstring.
+    if env_id == "CartPole-v1":
+        return CartPoleSameStepVectorEnv(num_envs=num_envs,
+                                         max_episode_steps=gymnasium.spec(env_id).max_episode_steps)
     if gymnasium.spec(env_id).vector_entry_point is not None:
         env = gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point")
         if env.metadata.get("autoreset_mode") == AutoresetMode.SAME_STEP:
