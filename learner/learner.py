@@ -287,13 +287,10 @@ class Learner:
         grads = tape.gradient(scaled_loss, variables)
 
         # Global-norm clipping must see the GLOBAL gradient, which exists only
-        # after the all-reduce, while the wrapped optimizer wants local gradients
-        # (it reduces them itself). So reduce once here to measure the norm, and
-        # scale the LOCAL gradients: the optimizer's mean of (local * s) is
-        # s * (global gradient), exactly the clipped global gradient. The price is
-        # a second all-reduce of the gradients per step.
-        global_grads = all_reduce_gradients(grads)
-        grad_norm = tf.linalg.global_norm([g for g in global_grads if g is not None])
+        # after the all-reduce: reduce once here, clip, and apply the reduced
+        # gradients as they are.
+        grads = all_reduce_gradients(grads)
+        grad_norm = tf.linalg.global_norm([g for g in grads if g is not None])
         if hp.max_grad_norm is not None:
             max_norm = tf.constant(hp.max_grad_norm, grad_norm.dtype)
             # norm 0 gives max_norm / 0 = inf -> scale 1.
@@ -303,7 +300,7 @@ class Learner:
         # Read before applying: the rate this update uses (Keras evaluates a
         # schedule at the optimizer's step counter, which apply_gradients advances).
         learning_rate = tf.cast(tf.convert_to_tensor(self._optimizer.learning_rate), tf.float32)
-        self._optimizer.apply_gradients(zip(grads, variables))
+        self._optimizer.apply_reduced_gradients(zip(grads, variables))
 
         summed = all_reduce({k: metrics[k] for k in _SUMMED_METRICS}, op="sum")
         averaged = all_reduce({k: v for k, v in metrics.items() if k not in _SUMMED_METRICS}, op="mean")

@@ -268,11 +268,22 @@ class ReplicatedOptimizer:
         return getattr(self._optimizer, name)
 
     def apply_gradients(self, grads_and_vars: Iterable[tuple[Any, Any]]) -> None:
+        """All-reduces (mean, `None` skipped) this replica's gradients, then applies them."""
+        pairs = [(g, v) for g, v in grads_and_vars if g is not None]
+        if pairs:
+            reduced = all_reduce_gradients([g for g, _ in pairs])
+            self.apply_reduced_gradients(zip(reduced, [v for _, v in pairs]))
+
+    def apply_reduced_gradients(self, grads_and_vars: Iterable[tuple[Any, Any]]) -> None:
+        """Applies gradients that are already reduced (identical on every replica).
+
+        For steps that need the global gradient before applying it, e.g. to clip
+        by its global norm: `all_reduce_gradients`, transform, then this.
+        """
         pairs = [(g, v) for g, v in grads_and_vars if g is not None]
         if not pairs:
             return
-        grads = all_reduce_gradients([g for g, _ in pairs])
-        variables = [v for _, v in pairs]
+        grads, variables = [g for g, _ in pairs], [v for _, v in pairs]
         context = tf.distribute.get_replica_context()
         replicas = 1 if context is None else context.num_replicas_in_sync
         if replicas > 1:
