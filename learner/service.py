@@ -46,6 +46,7 @@ class LearnerService:
         self._episodes: list[EpisodeStats] = []
         self._metrics: dict[str, float] = {}
         self._busy_s = 0.0
+        self._step_started: float | None = None  # set while a step runs
         self._error: str | None = None
         self._done = threading.Event()
         version, weights = learner.get_weights()
@@ -75,7 +76,12 @@ class LearnerService:
         with self._lock:
             episodes, self._episodes = self._episodes, []
             metrics = dict(self._metrics)
+            # Count a step in progress up to now, so each report gets the busy time
+            # that fell inside it (a long step, e.g. the first one with tracing,
+            # would otherwise land whole in one report and exceed 100%).
             busy_s = self._busy_s
+            if self._step_started is not None:
+                busy_s += time.monotonic() - self._step_started
         # One locked read, so produced == consumed + queued holds in every report.
         counts = self._queue.counts()
         returns = np.concatenate([e.returns for e in episodes]) if episodes else np.zeros(0)
@@ -110,12 +116,14 @@ class LearnerService:
         try:
             while self._queue.frames_got < self._total_frames and not self._done.is_set():
                 batch, stats = self._queue.get_batch(self._batch_size)
-                start = time.monotonic()
+                with self._lock:
+                    self._step_started = time.monotonic()
                 metrics = self._learner.step(batch)
                 version, weights = self._learner.get_weights()
                 self._published = (version, [self._publish(weights)])
                 with self._lock:
-                    self._busy_s += time.monotonic() - start
+                    self._busy_s += time.monotonic() - self._step_started
+                    self._step_started = None
                     self._metrics = metrics
                     self._episodes.extend(s for s in stats if s is not None)
         except QueueClosed:
