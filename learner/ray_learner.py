@@ -12,8 +12,9 @@ from typing import Any, Callable
 import ray
 
 from impala_rep.config import TrainConfig
+from impala_rep.learner.device_spec import parse_devices
 
-__all__ = ["RayLearner", "create_learner"]
+__all__ = ["RayLearner", "create_learner", "learner_gpus"]
 
 
 class _LearnerProcess:
@@ -66,11 +67,19 @@ class _LearnerProcess:
 RayLearner = ray.remote(_LearnerProcess)
 
 
+def learner_gpus(devices: str) -> int:
+    """GPUs to ask Ray for, so the learner is placed on a node that has them."""
+    spec = parse_devices(devices)
+    if spec.kind != "gpu":
+        return 0  # "auto" takes whatever the node it lands on has
+    return spec.count or 1
+
+
 def create_learner(config: TrainConfig, observation_shape, agent_factory):
     """Starts the learner actor. Its methods run concurrently: every actor may be
     blocked in `enqueue` (back-pressure) while the driver still gets reports."""
     return RayLearner.options(
         num_cpus=1,
+        num_gpus=learner_gpus(config.learner_devices),
         max_concurrency=config.num_actors + 4,
-        name=None,
     ).remote(config, tuple(observation_shape), agent_factory)

@@ -147,3 +147,10 @@ def test_parse_devices(spec, expected):
 def test_parse_devices_rejects_bad_specs(spec):
     with pytest.raises(ValueError, match=r"bad device spec .*expected \"auto\", \"cpu\", \"cpu:N\""):
         parse_devices(spec)
+
+
+@pytest.mark.parametrize("spec, gpus", [("cpu", 0), ("cpu:4", 0), ("auto", 0), ("gpu", 1), ("gpu:4", 4)])
+def test_learner_asks_ray_for_its_gpus(spec, gpus):
+    from impala_rep.learner.ray_learner import learner_gpus
+
+    assert learner_gpus(spec) == gpus
