@@ -25,6 +25,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Replicator": "impala_rep.learner.replicator",
     "CrossReplicaBatchNorm": "impala_rep.learner.replicator",
+    "Actor": "impala_rep.actors.actor",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -25,34 +25,24 @@ def _device_spec(text: str) -> str:
     return text
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+def _number(convert, what: str, is_allowed):
+    """An argparse type: `convert`, then check; errors say what is allowed and what came."""
+
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not is_allowed(value) or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text}")
+        return value
+
+    return parse
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
-    return value
+_positive_int = _number(int, "a positive integer", lambda v: v >= 1)
+_positive_float = _number(float, "a positive number", lambda v: v > 0)
+_non_negative_float = _number(float, "a number >= 0", lambda v: v >= 0)
 
 
 def _add_train_arguments(train: argparse.ArgumentParser) -> None:
@@ -77,6 +67,9 @@ def _add_train_arguments(train: argparse.ArgumentParser) -> None:
                        help="new directory for config.json, metrics.jsonl and TensorBoard events")
     train.add_argument("--ray-address", default=None,
                        help="join this Ray cluster (e.g. auto or HOST:PORT); default: embedded local Ray")
+    train.add_argument("--queue-capacity", type=_positive_int, default=d.queue_capacity,
+                       help="unroll blocks the learner queues before actors wait; bounds policy lag "
+                            f"(default: {d.queue_capacity})")
     train.add_argument("--learning-rate", type=_positive_float, default=d.learning_rate,
                        help=f"RMSProp learning rate, decayed linearly to 0 (default: {d.learning_rate})")
     train.add_argument("--entropy-cost", type=_non_negative_float, default=d.entropy_cost,
@@ -105,6 +98,7 @@ def _train_config(args: argparse.Namespace):
         entropy_cost=args.entropy_cost, baseline_cost=args.baseline_cost, discount=args.discount,
         clip_rho_threshold=args.clip_rho_threshold, clip_pg_rho_threshold=args.clip_pg_rho_threshold,
         max_grad_norm=args.max_grad_norm, reward_clipping=args.reward_clipping,
+        queue_capacity=args.queue_capacity,
     )
 
 

@@ -10,6 +10,7 @@ import json
 import sys
 
 import numpy as np
+from random_unrolls import random_unroll
 
 from impala_rep import Replicator
 
@@ -56,23 +57,9 @@ class OffsetAgent:
 
 
 def make_batch(seed=0):
-    """A random Unroll with B columns, rewards beyond [-1, 1], some episode ends."""
-    from impala_rep.unroll import Unroll
-
-    rng = np.random.default_rng(seed)
-    return Unroll(
-        observations=rng.normal(size=(T + 1, B, OBS)).astype(np.float32),
-        prev_actions=rng.integers(0, A, (T + 1, B)).astype(np.int32),
-        prev_rewards=rng.normal(size=(T + 1, B)).astype(np.float32),
-        first=rng.random((T + 1, B)) < 0.2,
-        actions=rng.integers(0, A, (T, B)).astype(np.int32),
-        rewards=(3 * rng.normal(size=(T, B))).astype(np.float32),
-        terminated=rng.random((T, B)) < 0.15,
-        truncated=rng.random((T, B)) < 0.15,
-        behaviour_logits=rng.normal(size=(T, B, A)).astype(np.float32),
-        initial_state={"offset": rng.normal(size=(B, OBS)).astype(np.float32)},
-        policy_version=np.zeros(B, np.int64),
-    )
+    """A random batch whose recurrent state exercises the state splitting."""
+    return random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=seed,
+                         initial_state=lambda rng: {"offset": rng.normal(size=(B, OBS)).astype(np.float32)})
 
 
 def run_case(replicator, optimizer):

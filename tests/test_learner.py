@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import numpy as np
+from random_unrolls import random_unroll
 import pytest
 import tensorflow as tf
 
@@ -31,22 +32,7 @@ def replicator():
 
 
 def make_batch(seed=0, policy_version=None):
-    from impala_rep.unroll import Unroll
-
-    rng = np.random.default_rng(seed)
-    return Unroll(
-        observations=rng.normal(size=(T + 1, B, OBS)).astype(np.float32),
-        prev_actions=rng.integers(0, A, (T + 1, B)).astype(np.int32),
-        prev_rewards=rng.normal(size=(T + 1, B)).astype(np.float32),
-        first=rng.random((T + 1, B)) < 0.2,
-        actions=rng.integers(0, A, (T, B)).astype(np.int32),
-        rewards=(3 * rng.normal(size=(T, B))).astype(np.float32),  # many beyond [-1, 1]
-        terminated=rng.random((T, B)) < 0.15,
-        truncated=rng.random((T, B)) < 0.15,
-        behaviour_logits=rng.normal(size=(T, B, A)).astype(np.float32),
-        initial_state=(),
-        policy_version=np.zeros(B, np.int64) if policy_version is None else np.asarray(policy_version),
-    )
+    return random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=seed, policy_version=policy_version)
 
 
 def make_learner(replicator, *, sgd_lr=None, **hyperparams):
