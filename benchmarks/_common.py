@@ -1,0 +1,36 @@
+"""Shared pieces of the benchmark scripts: quiet TensorFlow, tables, JSON output."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import platform
+from typing import Any, Sequence
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on."""
+    import ray
+    import tensorflow as tf
+
+    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return {"cpus": os.cpu_count(), "memory_gib": round(mem_gib, 1), "python": platform.python_version(),
+            "tensorflow": tf.__version__, "ray": ray.__version__, "gpus": len(tf.config.list_physical_devices("GPU"))}
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A Markdown table (readable in a terminal, pasteable into the README)."""
+    cells = [[str(c) for c in row] for row in rows]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in cells]
+    return "\n".join(lines)
+
+
+def write_json(path: str, data: Any) -> None:
+    out = pathlib.Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=2) + "\n")
+    print(f"wrote {out}")

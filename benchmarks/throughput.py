@@ -1,0 +1,77 @@
+"""End-to-end env frames/s while learning CartPole with 1, 2 and 4 actors.
+
+    .venv/bin/python benchmarks/throughput.py [--actors 1 2 4] [--frames 600000]
+
+For each actor count, one training run; the steady-state rates are averaged
+over the reports after the first third of the run (start-up and tracing
+excluded). Beside them, in the same run of this script, the raw env-stepping
+rate: one process stepping the same vector env with random actions and no
+policy. Target: >= 50,000 env frames/s with 2 actors, learner frames/s equal
+to actor frames/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+
+import _common  # noqa: F401  (quiets TensorFlow before it is imported)
+import numpy as np
+from _common import machine, table, write_json
+
+from impala_rep.config import TrainConfig
+from impala_rep.envs.factory import make_vector_env
+from impala_rep.training import train
+
+
+def raw_env_fps(env_id: str, num_envs: int, seconds: float = 3.0) -> float:
+    env = make_vector_env(env_id, num_envs=num_envs, seed=0)
+    env.reset()
+    rng = np.random.default_rng(0)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        env.step(rng.integers(0, 2, size=num_envs))
+        steps += 1
+    elapsed = time.perf_counter() - start
+    env.close()
+    return steps * num_envs / elapsed
+
+
+def steady(records, key):
+    tail = records[len(records) // 3:] or records
+    return float(np.mean([r[key] for r in tail if r[key] is not None]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--frames", type=int, default=600_000)
+    parser.add_argument("--out", default="runs/benchmarks/throughput.json")
+    args = parser.parse_args()
+    defaults = TrainConfig()
+    raw = raw_env_fps(defaults.env, defaults.envs_per_actor)
+    print(f"raw env stepping ({defaults.envs_per_actor} envs, random actions, one process): {raw:,.0f} frames/s")
+    results = []
+    for actors in args.actors:
+        with tempfile.TemporaryDirectory() as logdir:
+            config = TrainConfig(num_actors=actors, total_frames=args.frames, logdir=logdir + "/run")
+            result = train(config)
+        env_fps, learner_fps = steady(result.records, "env_fps"), steady(result.records, "learner_fps")
+        results.append({"actors": actors, "env_fps": round(env_fps), "learner_fps": round(learner_fps),
+                        "learner_busy_fraction": round(steady(result.records, "learner_busy_fraction"), 3),
+                        "queue_size_mean": round(steady(result.records, "queue_size"), 2),
+                        "policy_lag_mean": round(steady(result.records, "policy_lag_mean"), 2),
+                        "final_return": result.episode_return_mean})
+    print()
+    print(f"raw env stepping, same run: {raw:,.0f} frames/s per process")
+    print(table(["actors", "env frames/s", "learner frames/s", "learner busy", "queue (mean)", "policy lag"],
+                [(r["actors"], f"{r['env_fps']:,}", f"{r['learner_fps']:,}", f"{r['learner_busy_fraction']:.0%}",
+                  r["queue_size_mean"], r["policy_lag_mean"]) for r in results]))
+    write_json(args.out, {"benchmark": "throughput", "machine": machine(), "raw_env_fps": round(raw),
+                          "envs_per_actor": defaults.envs_per_actor, "frames_per_run": args.frames,
+                          "results": results})
+
+
+if __name__ == "__main__":
+    main()
