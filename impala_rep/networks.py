@@ -1,0 +1,320 @@
+"""Pixel networks of the IMPALA paper (Espeholt et al. 2018, Figure 3) and agent selection.
+
+`CNNAgent` implements the `impala_rep.agent.Agent` protocol on image observations
+with one of the paper's two torsos and an optional LSTM core:
+
+    observation [.., H, W, C] uint8 -> /255 -> torso -> [.., 256]
+    concat(torso, one_hot(prev_action) [.., A], clip(prev_reward, -1, 1) [.., 1])
+    -> (optional) LSTMCell(lstm_size) -> policy logits [.., A], baseline [..]
+
+`make_agent` turns a configuration (observation shape, network name) into a
+picklable zero-argument factory, so actors and the learner can each build their
+own copy of the same agent.
+
+Shapes follow the package convention (see `impala_rep`): `B` batch, `T` time,
+`A` number of actions, `H, W, C` image height, width and channels.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from impala_rep.agent import AgentInputs, AgentOutput, MLPAgent
+
+__all__ = ["ShallowTorso", "DeepTorso", "CNNAgent", "make_agent", "TORSOS", "NETWORKS"]
+
+TORSOS = ("shallow", "deep")
+NETWORKS = ("auto", "mlp", "shallow", "deep")
+
+layers = tf.keras.layers
+
+
+class ShallowTorso:
+    """The paper's shallow torso: images `[N, H, W, C]` float32 -> features `[N, 256]`.
+
+    Conv(16, 8x8, stride 4) ReLU -> Conv(32, 4x4, stride 2) ReLU -> flatten ->
+    Dense(256) ReLU. The convolutions use "valid" padding, as the A3C/DQN network
+    this torso comes from (84x84 -> 20x20 -> 9x9). Inputs must be at least 12x12.
+    """
+
+    def __init__(self):
+        self.layers = [
+            layers.Conv2D(16, 8, strides=4, padding="valid", activation="relu", name="conv_0"),
+            layers.Conv2D(32, 4, strides=2, padding="valid", activation="relu", name="conv_1"),
+            layers.Flatten(name="flatten"),
+            layers.Dense(256, activation="relu", name="torso_linear"),
+        ]
+
+    def __call__(self, images: tf.Tensor) -> tf.Tensor:
+        x = images
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+class _ResidualBlock:
+    """x + Conv3x3(ReLU(Conv3x3(ReLU(x)))), channels unchanged ("same" padding)."""
+
+    def __init__(self, channels: int, name: str):
+        self.layers = [
+            layers.Conv2D(channels, 3, padding="same", name=f"{name}_conv_0"),
+            layers.Conv2D(channels, 3, padding="same", name=f"{name}_conv_1"),
+        ]
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        y = self.layers[0](tf.nn.relu(x))
+        y = self.layers[1](tf.nn.relu(y))
+        return x + y
+
+
+class DeepTorso:
+    """The paper's deep (15-layer) residual torso: `[N, H, W, C]` float32 -> `[N, 256]`.
+
+    Three sections with (16, 32, 32) channels, each: Conv 3x3 stride 1 (same) ->
+    MaxPool 3x3 stride 2 (same) -> 2 residual blocks; then ReLU -> flatten ->
+    Dense(256) ReLU. As in scalable_agent's `_torso`, the section's first conv and
+    the pooling have no activation: each residual block starts with a ReLU.
+    84x84 -> 42x42 -> 21x21 -> 11x11.
+    """
+
+    def __init__(self, channels: Sequence[int] = (16, 32, 32), blocks_per_section: int = 2):
+        self._sections = []
+        for i, ch in enumerate(channels):
+            conv = layers.Conv2D(ch, 3, strides=1, padding="same", name=f"section_{i}_conv")
+            pool = layers.MaxPool2D(pool_size=3, strides=2, padding="same", name=f"section_{i}_pool")
+            blocks = [_ResidualBlock(ch, f"section_{i}_block_{j}") for j in range(blocks_per_section)]
+            self._sections.append((conv, pool, blocks))
+        self._flatten = layers.Flatten(name="flatten")
+        self._linear = layers.Dense(256, activation="relu", name="torso_linear")
+        # Fixed order: it is the order of trainable_variables / get_weights.
+        self.layers = []
+        for conv, pool, blocks in self._sections:
+            self.layers += [conv, pool] + [layer for block in blocks for layer in block.layers]
+        self.layers += [self._flatten, self._linear]
+
+    def __call__(self, images: tf.Tensor) -> tf.Tensor:
+        x = images
+        for conv, pool, blocks in self._sections:
+            x = pool(conv(x))
+            for block in blocks:
+                x = block(x)
+        return self._linear(self._flatten(tf.nn.relu(x)))
+
+
+_TORSO_CLASSES = {"shallow": ShallowTorso, "deep": DeepTorso}
+
+
+def _preprocess(observation: Any) -> tf.Tensor:
+    """uint8 pixels -> float32 in [0, 1]; float observations are taken as already scaled.
+
+    The division happens here, on the device, so observations travel (actor ->
+    learner, host -> device) as uint8: 4x less data than float32.
+    """
+    observation = tf.convert_to_tensor(observation)
+    if observation.dtype == tf.uint8:
+        return tf.cast(observation, tf.float32) * (1.0 / 255.0)
+    if observation.dtype.is_floating:
+        return tf.cast(observation, tf.float32)
+    raise TypeError(f"CNNAgent observations must be uint8 or floating, got {observation.dtype.name}")
+
+
+class CNNAgent:
+    """IMPALA's pixel agent: a shallow or deep conv torso, optional LSTM core, two heads.
+
+    Args:
+      num_actions: A >= 1.
+      torso: "shallow" or "deep" (the paper's Figure 3 networks).
+      use_lstm: add an LSTMCell core between torso and heads. Its state is a
+        tuple `(h, c)` of `[B, lstm_size]` float32, reset to zeros at every
+        observation with `first=True`. Without LSTM the state is `()`.
+      lstm_size: LSTM units, >= 1.
+
+    Inputs (see `AgentInputs`): observation uint8 `[.., H, W, C]` (float32 already
+    in [0, 1] is accepted too), prev_action int32 `[..]`, prev_reward float32
+    `[..]`, first bool `[..]`, with leading dims `[B]` for `step` and `[T, B]`
+    for `unroll`.
+    """
+
+    def __init__(self, *, num_actions: int, torso: str = "shallow", use_lstm: bool = False,
+                 lstm_size: int = 256):
+        if num_actions < 1:
+            raise ValueError(f"num_actions must be >= 1, got {num_actions}")
+        if torso not in _TORSO_CLASSES:
+            raise ValueError(f"torso must be one of {TORSOS}, got {torso!r}")
+        if use_lstm and lstm_size < 1:
+            raise ValueError(f"lstm_size must be >= 1, got {lstm_size}")
+        self.num_actions = num_actions
+        self.torso_name = torso
+        self.use_lstm = bool(use_lstm)
+        self.lstm_size = lstm_size
+        self._torso = _TORSO_CLASSES[torso]()
+        self._lstm = layers.LSTMCell(lstm_size, name="lstm") if self.use_lstm else None
+        self._policy = layers.Dense(num_actions, name="policy_logits")
+        self._baseline = layers.Dense(1, name="baseline")
+
+    @property
+    def layers(self) -> list:
+        """Every Keras layer, in the order of `trainable_variables`."""
+        core = [self._lstm] if self._lstm is not None else []
+        return [*self._torso.layers, *core, self._policy, self._baseline]
+
+    def initial_state(self, batch_size: int) -> tuple:
+        """`(h, c)` zeros of `[batch_size, lstm_size]` float32, or `()` without LSTM."""
+        if not self.use_lstm:
+            return ()
+        zeros = tf.zeros([batch_size, self.lstm_size], tf.float32)
+        return (zeros, zeros)
+
+    def build(self, observation_shape: Sequence[int]) -> None:
+        """Creates every variable by running one step on a zero image `[1, H, W, C]`.
+
+        Keras layers build only once, so calling this again creates nothing new.
+        """
+        if len(observation_shape) != 3:
+            raise ValueError(f"CNNAgent needs image observations [H, W, C], got shape "
+                             f"{tuple(observation_shape)}")
+        inputs = AgentInputs(
+            observation=tf.zeros([1, *observation_shape], tf.uint8),
+            prev_action=tf.zeros([1], tf.int32),
+            prev_reward=tf.zeros([1], tf.float32),
+            first=tf.ones([1], tf.bool),
+        )
+        self.step(inputs, self.initial_state(1))
+
+    def _core_input(self, observation, prev_action, prev_reward) -> tf.Tensor:
+        """`[N, H, W, C]`, `[N]`, `[N]` -> `[N, 256 + A + 1]`."""
+        features = self._torso(_preprocess(observation))
+        # scalable_agent feeds the clipped reward (rewards are clipped to [-1, 1]
+        # for the loss too) so large raw rewards do not saturate the core.
+        reward = tf.clip_by_value(tf.cast(prev_reward, tf.float32), -1.0, 1.0)[:, None]
+        action = tf.one_hot(tf.cast(prev_action, tf.int32), self.num_actions, dtype=tf.float32)
+        return tf.concat([features, action, reward], axis=-1)
+
+    def _heads(self, x: tf.Tensor) -> AgentOutput:
+        """`[N, F]` -> logits `[N, A]`, baseline `[N]`."""
+        return AgentOutput(self._policy(x), tf.squeeze(self._baseline(x), axis=-1))
+
+    def _lstm_step(self, x: tf.Tensor, first: tf.Tensor, state: tuple) -> tuple[tf.Tensor, tuple]:
+        """One LSTM step on `[B, F]`; rows with `first` start from a zero state."""
+        # Reset BEFORE the step: the first observation of an episode must not see
+        # the previous episode's memory (scalable_agent does the same with `done`).
+        keep = tf.logical_not(tf.convert_to_tensor(first, tf.bool))[:, None]
+        h, c = (tf.where(keep, s, tf.zeros_like(s)) for s in state)
+        output, (h, c) = self._lstm(x, [h, c])
+        return output, (h, c)
+
+    def step(self, inputs: AgentInputs, state: Any) -> tuple[AgentOutput, Any]:
+        """One time step: inputs `[B, ...]` -> logits `[B, A]`, baseline `[B]`, new state."""
+        x = self._core_input(inputs.observation, inputs.prev_action, inputs.prev_reward)
+        if self.use_lstm:
+            h, c = state
+            x, state = self._lstm_step(x, inputs.first, (tf.convert_to_tensor(h, tf.float32),
+                                                         tf.convert_to_tensor(c, tf.float32)))
+        return self._heads(x), state
+
+    def unroll(self, inputs: AgentInputs, state: Any) -> tuple[AgentOutput, Any]:
+        """A time-major unroll: inputs `[T, B, ...]` from `state` -> `[T, B, A]`, `[T, B]`, final state.
+
+        The torso and heads run once on time folded into batch (`[T*B, ...]`, one
+        big convolution); only the LSTM core steps through time, with `tf.scan`
+        so a graph handles any `T`.
+        """
+        observation = tf.convert_to_tensor(inputs.observation)
+        t, b = tf.shape(observation)[0], tf.shape(observation)[1]
+        # Static trailing dims keep the flattened feature size known to Dense.
+        image_shape = observation.shape[2:]
+        if image_shape.is_fully_defined():
+            flat = tf.reshape(observation, [-1, *image_shape.as_list()])
+        else:
+            flat = tf.reshape(observation, tf.concat([[t * b], tf.shape(observation)[2:]], 0))
+        x = self._core_input(flat, tf.reshape(inputs.prev_action, [-1]),
+                             tf.reshape(inputs.prev_reward, [-1]))
+        if self.use_lstm:
+            x = tf.reshape(x, tf.stack([t, b, tf.shape(x)[-1]]))
+            h0, c0 = (tf.convert_to_tensor(s, tf.float32) for s in state)
+
+            def scan_fn(carry, elems):
+                _, prev_state = carry
+                x_t, first_t = elems
+                return self._lstm_step(x_t, first_t, prev_state)
+
+            outputs, (hs, cs) = tf.scan(
+                scan_fn,
+                (x, tf.convert_to_tensor(inputs.first, tf.bool)),
+                initializer=(tf.zeros_like(h0), (h0, c0)),
+            )
+            # The last stacked state is the state after obs[T-1].
+            state = (hs[-1], cs[-1])
+            x = tf.reshape(outputs, [t * b, self.lstm_size])
+        out = self._heads(x)
+        return AgentOutput(tf.reshape(out.policy_logits, tf.stack([t, b, self.num_actions])),
+                           tf.reshape(out.baseline, tf.stack([t, b]))), state
+
+    @property
+    def trainable_variables(self) -> list[tf.Variable]:
+        return [v for layer in self.layers for v in layer.trainable_variables]
+
+    def get_weights(self) -> list[np.ndarray]:
+        return [np.asarray(v.numpy()) for v in self.trainable_variables]
+
+    def set_weights(self, weights: Sequence[np.ndarray]) -> None:
+        variables = self.trainable_variables
+        if len(weights) != len(variables):
+            raise ValueError(f"expected {len(variables)} weight arrays, got {len(weights)}")
+        for variable, value in zip(variables, weights):
+            variable.assign(value)
+
+
+def make_agent(
+    *,
+    observation_shape: Sequence[int],
+    num_actions: int,
+    network: str = "auto",
+    use_lstm: bool = False,
+    hidden_sizes: Sequence[int] = (64, 64),
+) -> Callable[[], Any]:
+    """A picklable zero-argument factory (`functools.partial`) building the chosen agent.
+
+    Args:
+      observation_shape: shape of ONE observation: `[D]` vectors or `[H, W, C]` images.
+      num_actions: A >= 1.
+      network: "auto" (MLP for `[D]`, shallow CNN for `[H, W, C]`), "mlp",
+        "shallow" or "deep".
+      use_lstm: LSTM core (CNN networks only).
+      hidden_sizes: MLP layer sizes (MLP only).
+
+    Raises:
+      ValueError: unknown network, a network that does not fit the observation
+        rank, or use_lstm with the MLP.
+    """
+    shape = tuple(int(d) for d in observation_shape)
+    if network not in NETWORKS:
+        raise ValueError(f"network must be one of {NETWORKS}, got {network!r}")
+    if isinstance(num_actions, bool) or int(num_actions) != num_actions or num_actions < 1:
+        raise ValueError(f"num_actions must be an integer >= 1, got {num_actions!r}")
+    if network == "auto":
+        if len(shape) == 1:
+            network = "mlp"
+        elif len(shape) == 3:
+            network = "shallow"
+        else:
+            raise ValueError(f"network='auto' needs observations of rank 1 (vectors, MLP) or 3 "
+                             f"(images [H, W, C], CNN), got shape {shape}")
+    if network == "mlp":
+        if len(shape) != 1:
+            raise ValueError(f"network='mlp' needs rank-1 observations, got shape {shape}; "
+                             f"use 'shallow' or 'deep' for images")
+        if use_lstm:
+            raise ValueError("use_lstm=True is not supported with network='mlp'; "
+                             "allowed with 'shallow' or 'deep' (or 'auto' on images)")
+        return functools.partial(MLPAgent, num_actions=int(num_actions),
+                                 hidden_sizes=tuple(int(h) for h in hidden_sizes))
+    if len(shape) != 3:
+        raise ValueError(f"network={network!r} needs image observations [H, W, C], got shape "
+                         f"{shape}; use 'mlp' for vectors")
+    return functools.partial(CNNAgent, num_actions=int(num_actions), torso=network,
+                             use_lstm=bool(use_lstm))

@@ -1,0 +1,216 @@
+"""CNNAgent (shallow / deep torso, optional LSTM), make_agent, and a learner step on pixels."""
+
+import pickle
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from random_unrolls import random_unroll
+
+from impala_rep import Replicator
+from impala_rep.agent import AgentInputs, MLPAgent
+from impala_rep.learner.learner import Learner, LearnerHyperparams
+from impala_rep.networks import CNNAgent, make_agent
+from impala_rep.unroll import Unroll
+
+OBS = (36, 36, 4)
+A = 3
+LSTM = 8
+
+
+def random_inputs(lead, seed=0, first_p=0.3):
+    rng = np.random.default_rng(seed)
+    return AgentInputs(
+        observation=rng.integers(0, 256, (*lead, *OBS)).astype(np.uint8),
+        prev_action=rng.integers(0, A, lead).astype(np.int32),
+        prev_reward=(3 * rng.normal(size=lead)).astype(np.float32),
+        first=rng.random(lead) < first_p,
+    )
+
+
+def built(torso="shallow", use_lstm=False):
+    agent = CNNAgent(num_actions=A, torso=torso, use_lstm=use_lstm, lstm_size=LSTM)
+    agent.build(OBS)
+    return agent
+
+
+def random_state(b, seed):
+    rng = np.random.default_rng(seed)
+    return tuple(tf.constant(rng.normal(size=(b, LSTM)).astype(np.float32)) for _ in range(2))
+
+
+@pytest.mark.parametrize("torso", ["shallow", "deep"])
+@pytest.mark.parametrize("use_lstm", [False, True])
+def test_output_shapes(torso, use_lstm):
+    T, B = 3, 2
+    agent = built(torso, use_lstm)
+    out, state = agent.step(random_inputs([B]), agent.initial_state(B))
+    assert out.policy_logits.shape == (B, A) and out.baseline.shape == (B,)
+    out, final = agent.unroll(random_inputs([T, B]), agent.initial_state(B))
+    assert out.policy_logits.shape == (T, B, A) and out.baseline.shape == (T, B)
+    if use_lstm:
+        assert [s.shape for s in state] == [(B, LSTM)] * 2
+        assert [s.shape for s in final] == [(B, LSTM)] * 2
+        assert all(s.dtype == tf.float32 for s in final)
+    else:
+        assert state == () and final == ()
+
+
+@pytest.mark.parametrize("torso, convs", [("shallow", 2), ("deep", 3 + 3 * 2 * 2)])
+def test_conv_layer_count_and_build_idempotent(torso, convs):
+    agent = built(torso, use_lstm=True)
+    assert sum(isinstance(layer, tf.keras.layers.Conv2D) for layer in agent.layers) == convs
+    n = len(agent.trainable_variables)
+    agent.build(OBS)  # a second build creates nothing
+    assert len(agent.trainable_variables) == n
+    # conv kernels+biases, torso Dense, LSTM (kernel, recurrent, bias), 2 heads
+    assert n == 2 * convs + 2 + 3 + 4
+
+
+def test_initial_state():
+    assert CNNAgent(num_actions=A).initial_state(5) == ()
+    h, c = CNNAgent(num_actions=A, use_lstm=True, lstm_size=LSTM).initial_state(5)
+    assert h.shape == c.shape == (5, LSTM)
+    assert not np.any(h.numpy()) and not np.any(c.numpy())
+
+
+@pytest.mark.parametrize("torso", ["shallow", "deep"])
+def test_unroll_equals_steps(torso):
+    T, B = 5, 3
+    agent = built(torso, use_lstm=True)
+    inputs = random_inputs([T, B], seed=1)
+    first = np.zeros((T, B), bool)
+    first[2, 0] = first[3, 1] = first[3, 2] = True  # resets in the middle of the unroll
+    inputs = inputs._replace(first=first)
+    state0 = random_state(B, seed=2)
+
+    out, final = agent.unroll(inputs, state0)
+    state = state0
+    for t in range(T):
+        step_out, state = agent.step(AgentInputs(*(x[t] for x in inputs)), state)
+        np.testing.assert_allclose(out.policy_logits[t], step_out.policy_logits, atol=1e-5)
+        np.testing.assert_allclose(out.baseline[t], step_out.baseline, atol=1e-5)
+    for a, b in zip(final, state):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_unroll_equals_steps_in_a_graph():
+    # The learner traces unroll with tf.function; tf.scan must work there too.
+    T, B = 4, 2
+    agent = built("shallow", use_lstm=True)
+    inputs = random_inputs([T, B], seed=3)
+    state0 = random_state(B, seed=4)
+    graph_out, graph_final = tf.function(agent.unroll)(inputs, state0)
+    eager_out, eager_final = agent.unroll(inputs, state0)
+    np.testing.assert_allclose(graph_out.policy_logits, eager_out.policy_logits, atol=1e-5)
+    for a, b in zip(graph_final, eager_final):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_lstm_reset_at_first():
+    B = 3
+    agent = built("shallow", use_lstm=True)
+    inputs = random_inputs([B], seed=5)
+    s1, s2 = random_state(B, seed=6), random_state(B, seed=7)
+
+    reset = inputs._replace(first=np.ones(B, bool))
+    (o1, n1), (o2, n2) = agent.step(reset, s1), agent.step(reset, s2)
+    np.testing.assert_array_equal(o1.policy_logits, o2.policy_logits)
+    np.testing.assert_array_equal(o1.baseline, o2.baseline)
+    for a, b in zip(n1, n2):
+        np.testing.assert_array_equal(a, b)
+    # ... and equals starting from the initial (zero) state.
+    o0, _ = agent.step(reset, agent.initial_state(B))
+    np.testing.assert_array_equal(o0.policy_logits, o1.policy_logits)
+
+    carry = inputs._replace(first=np.zeros(B, bool))
+    (o1, _), (o2, _) = agent.step(carry, s1), agent.step(carry, s2)
+    assert np.all(np.abs(o1.baseline.numpy() - o2.baseline.numpy()) > 0)
+
+
+def test_uint8_is_scaled_like_prescaled_float():
+    B = 2
+    agent = built("deep")
+    inputs = random_inputs([B], seed=8)
+    as_float = inputs._replace(observation=inputs.observation.astype(np.float32) / 255.0)
+    (u, _), (f, _) = agent.step(inputs, ()), agent.step(as_float, ())
+    np.testing.assert_allclose(u.policy_logits, f.policy_logits, atol=1e-5)
+    np.testing.assert_allclose(u.baseline, f.baseline, atol=1e-5)
+    with pytest.raises(TypeError, match="uint8"):
+        agent.step(inputs._replace(observation=inputs.observation.astype(np.int32)), ())
+
+
+def test_set_weights_roundtrip_and_count_check():
+    a, b = built("shallow", use_lstm=True), built("shallow", use_lstm=True)
+    b.set_weights(a.get_weights())
+    inputs = random_inputs([2], seed=9)
+    (oa, _), (ob, _) = a.step(inputs, a.initial_state(2)), b.step(inputs, b.initial_state(2))
+    np.testing.assert_array_equal(oa.policy_logits, ob.policy_logits)
+    with pytest.raises(ValueError, match="expected"):
+        b.set_weights(a.get_weights()[:-1])
+
+
+def test_constructor_errors():
+    with pytest.raises(ValueError, match="torso"):
+        CNNAgent(num_actions=A, torso="resnet")
+    with pytest.raises(ValueError, match="num_actions"):
+        CNNAgent(num_actions=0)
+    with pytest.raises(ValueError, match=r"\[H, W, C\]"):
+        CNNAgent(num_actions=A).build((4,))
+
+
+def test_make_agent_selection():
+    cases = [
+        (dict(observation_shape=(4,)), MLPAgent, {}),
+        (dict(observation_shape=(4,), network="mlp", hidden_sizes=(8,)), MLPAgent, {}),
+        (dict(observation_shape=OBS), CNNAgent, dict(torso_name="shallow", use_lstm=False)),
+        (dict(observation_shape=OBS, use_lstm=True), CNNAgent, dict(torso_name="shallow", use_lstm=True)),
+        (dict(observation_shape=OBS, network="deep"), CNNAgent, dict(torso_name="deep", use_lstm=False)),
+        (dict(observation_shape=OBS, network="shallow", use_lstm=True), CNNAgent,
+         dict(torso_name="shallow", use_lstm=True)),
+    ]
+    for kwargs, cls, attrs in cases:
+        factory = make_agent(num_actions=A, **kwargs)
+        factory = pickle.loads(pickle.dumps(factory))  # shipped to Ray actors
+        agent = factory()
+        assert type(agent) is cls and agent.num_actions == A
+        for name, value in attrs.items():
+            assert getattr(agent, name) == value
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(observation_shape=OBS, network="mlp"), "'mlp'.*rank-1"),
+    (dict(observation_shape=(4,), network="shallow"), r"'shallow'.*\[H, W, C\]"),
+    (dict(observation_shape=(4,), network="deep"), r"'deep'.*\[H, W, C\]"),
+    (dict(observation_shape=(4,), use_lstm=True), "use_lstm.*'mlp'"),
+    (dict(observation_shape=(4,), network="mlp", use_lstm=True), "use_lstm.*'mlp'"),
+    (dict(observation_shape=(4, 4)), "'auto'.*rank 1.*3"),
+    (dict(observation_shape=OBS, network="resnet"), "'auto', 'mlp', 'shallow', 'deep'.*'resnet'"),
+    (dict(observation_shape=OBS, num_actions=0), "num_actions"),
+])
+def test_make_agent_errors(kwargs, match):
+    kwargs.setdefault("num_actions", A)
+    with pytest.raises(ValueError, match=match):
+        make_agent(**kwargs)
+
+
+def test_learner_steps_with_cnn_lstm_agent():
+    T, B = 4, 2
+    agent = CNNAgent(num_actions=A, torso="shallow", use_lstm=True, lstm_size=LSTM)
+    learner = Learner(agent=agent, replicator=Replicator("cpu"),
+                      hyperparams=LearnerHyperparams(total_steps=10), observation_shape=OBS)
+    rng = np.random.default_rng(10)
+    batch = random_unroll(
+        T=T, B=B, obs_size=1, num_actions=A, seed=10,
+        initial_state=lambda r: tuple(r.normal(size=(B, LSTM)).astype(np.float32) for _ in range(2)))
+    batch = batch._replace(
+        observations=rng.integers(0, 256, (T + 1, B, *OBS)).astype(np.uint8))
+    assert isinstance(batch, Unroll)
+    _, before = learner.get_weights()
+    for _ in range(2):
+        metrics = learner.step(batch)
+        assert np.isfinite(metrics["loss"]) and np.isfinite(metrics["grad_norm"])
+    version, after = learner.get_weights()
+    assert version == 2
+    assert len(after) == len(before)
+    assert any(not np.allclose(a, b) for a, b in zip(before, after))
