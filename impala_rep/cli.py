@@ -45,10 +45,19 @@ _positive_float = _number(float, "a positive number", lambda v: v > 0)
 _non_negative_float = _number(float, "a number >= 0", lambda v: v >= 0)
 
 
-def _add_train_arguments(train: argparse.ArgumentParser) -> None:
-    from impala_rep.config import TrainConfig
+def _add_train_arguments(train: argparse.ArgumentParser, preset: str | None) -> None:
+    from impala_rep.config import NETWORKS, PRESETS, TrainConfig
 
-    d = TrainConfig()  # the defaults live in one place: the config dataclass
+    # The defaults live in one place, the config dataclass, overlaid by the preset.
+    d = TrainConfig(**PRESETS[preset]) if preset else TrainConfig()
+    train.add_argument("--preset", choices=sorted(PRESETS), default=None,
+                       help="named settings: 'atari' selects the IMPALA paper's Atari hyperparameters; "
+                            "flags given explicitly still win")
+    train.add_argument("--network", choices=NETWORKS, default=d.network,
+                       help="agent network: auto (MLP for vectors, shallow IMPALA CNN for images), "
+                            f"mlp, shallow, deep (default: {d.network})")
+    train.add_argument("--use-lstm", action="store_true", default=d.use_lstm,
+                       help="add an LSTM core (state carried across unrolls, reset at episode ends)")
     train.add_argument("--env", default=d.env, help=f"gymnasium environment id (default: {d.env})")
     train.add_argument("--num-actors", type=_positive_int, default=d.num_actors,
                        help=f"actor processes (default: {d.num_actors})")
@@ -81,13 +90,17 @@ def _add_train_arguments(train: argparse.ArgumentParser) -> None:
                        help=f"V-trace rho-bar (default: {d.clip_rho_threshold})")
     train.add_argument("--clip-pg-rho-threshold", type=_positive_float, default=d.clip_pg_rho_threshold,
                        help=f"V-trace policy-gradient rho clip (default: {d.clip_pg_rho_threshold})")
+    train.add_argument("--rmsprop-epsilon", type=_positive_float, default=d.rmsprop_epsilon,
+                       help=f"default: {d.rmsprop_epsilon}")
+    train.add_argument("--rmsprop-decay", type=_non_negative_float, default=d.rmsprop_decay,
+                       help=f"default: {d.rmsprop_decay}")
     train.add_argument("--max-grad-norm", type=_positive_float, default=d.max_grad_norm,
                        help=f"global gradient-norm clip (default: {d.max_grad_norm})")
     train.add_argument("--reward-clipping", choices=["abs_one", "none"], default=d.reward_clipping,
                        help=f"clip rewards to [-1, 1] in the learner or not (default: {d.reward_clipping})")
 
 
-def _train_config(args: argparse.Namespace):
+def config_from_args(args: argparse.Namespace):
     from impala_rep.config import TrainConfig
 
     return TrainConfig(
@@ -98,11 +111,12 @@ def _train_config(args: argparse.Namespace):
         entropy_cost=args.entropy_cost, baseline_cost=args.baseline_cost, discount=args.discount,
         clip_rho_threshold=args.clip_rho_threshold, clip_pg_rho_threshold=args.clip_pg_rho_threshold,
         max_grad_norm=args.max_grad_norm, reward_clipping=args.reward_clipping,
-        queue_capacity=args.queue_capacity,
+        queue_capacity=args.queue_capacity, network=args.network, use_lstm=args.use_lstm,
+        rmsprop_epsilon=args.rmsprop_epsilon, rmsprop_decay=args.rmsprop_decay,
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(preset: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="impala-rep", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo = commands.add_parser(
@@ -114,10 +128,19 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--steps", type=_positive_int, default=30, help="training steps (default: 30)")
     demo.add_argument("--batch-size", type=_positive_int, default=64, help="global batch size (default: 64)")
     train = commands.add_parser("train", help="train an IMPALA agent on Ray")
-    _add_train_arguments(train)
+    _add_train_arguments(train, preset)
     plot = commands.add_parser("plot", help="write PNG plots of a run's metrics")
     plot.add_argument("logdir", help="a run directory written by `impala-rep train --logdir`")
     return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parses the command line; with `--preset` a second pass makes the preset's values the
+    defaults, so flags given explicitly still override them."""
+    args = build_parser().parse_args(argv)
+    if getattr(args, "preset", None):
+        args = build_parser(args.preset).parse_args(argv)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     # lines; quiet it here at the entry point, never at package import.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(argv)
     if args.command == "demo":
         from impala_rep.learner.device_spec import parse_devices
 
@@ -143,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "train":
         try:
-            config = _train_config(args)
+            config = config_from_args(args)
             from impala_rep.envs.factory import describe_env
             from impala_rep.training import check_logdir
 

@@ -13,7 +13,25 @@ from typing import Any
 
 from impala_rep.learner.device_spec import parse_devices
 
-__all__ = ["TrainConfig"]
+__all__ = ["TrainConfig", "PRESETS", "NETWORKS"]
+
+NETWORKS = ("auto", "mlp", "shallow", "deep")
+
+# Named settings selected with `--preset`; flags given explicitly still win.
+PRESETS: dict[str, dict[str, Any]] = {
+    # The defaults below: CartPole-v1 to 475 within 1M frames on 2 cores.
+    "cartpole": {},
+    # The IMPALA paper's Atari settings (Espeholt et al. 2018, appendix): unroll 20,
+    # batch 32, discount 0.99, baseline cost 0.5, entropy 0.01, RMSProp
+    # (decay 0.99, eps 0.01, momentum 0) at lr 6e-4 annealed to 0, global-norm
+    # clip 40, rewards clipped to [-1, 1]; the shallow network.
+    "atari": {
+        "unroll_length": 20, "batch_size": 32, "discount": 0.99, "baseline_cost": 0.5,
+        "entropy_cost": 0.01, "rmsprop_epsilon": 0.01, "rmsprop_decay": 0.99, "learning_rate": 6e-4,
+        "max_grad_norm": 40.0, "reward_clipping": "abs_one", "network": "shallow",
+        "envs_per_actor": 16, "total_frames": 50_000_000,
+    },
+}
 
 
 def _require(condition: bool, field: str, value: Any, allowed: str) -> None:
@@ -47,6 +65,8 @@ class TrainConfig:
     max_grad_norm: float = 40.0
     reward_clipping: str = "abs_one"
     hidden_sizes: tuple[int, ...] = (64, 64)
+    network: str = "auto"             # auto: an MLP for vectors, the shallow IMPALA CNN for images
+    use_lstm: bool = False
     queue_capacity: int = 1           # unroll blocks queued before actors wait; a deeper queue only adds policy lag
     report_every_s: float = 2.0
 
@@ -75,6 +95,9 @@ class TrainConfig:
             _require(value > 0, name, value, "must be > 0")
         _require(self.reward_clipping in ("abs_one", "none"), "reward_clipping", self.reward_clipping,
                  "must be 'abs_one' or 'none'")
+        _require(self.network in NETWORKS, "network", self.network, f"must be one of {', '.join(NETWORKS)}")
+        _require(not (self.use_lstm and self.network == "mlp"), "network", self.network,
+                 "the MLP agent has no LSTM core; use --network shallow or deep with --use-lstm")
         _require(len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes),
                  "hidden_sizes", self.hidden_sizes, "must be one or more positive layer sizes")
 

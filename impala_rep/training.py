@@ -36,11 +36,13 @@ class TrainResult:
     records: list[dict[str, Any]]
 
 
-def default_agent_factory(config: TrainConfig, num_actions: int) -> Callable[[], Any]:
-    """A picklable factory for the built-in MLP agent (each process builds its own copy)."""
-    from impala_rep.agent import MLPAgent
+def default_agent_factory(config: TrainConfig, observation_shape, num_actions: int) -> Callable[[], Any]:
+    """A picklable factory for the configured built-in agent (each process builds its own copy)."""
+    from impala_rep.networks import make_agent
 
-    return functools.partial(MLPAgent, num_actions=num_actions, hidden_sizes=tuple(config.hidden_sizes))
+    return make_agent(observation_shape=tuple(observation_shape), num_actions=num_actions,
+                      network=config.network, use_lstm=config.use_lstm,
+                      hidden_sizes=tuple(config.hidden_sizes))
 
 
 def _start_ray(config: TrainConfig) -> bool:
@@ -148,7 +150,7 @@ def train(config: TrainConfig, *, agent_factory: Callable[[], Any] | None = None
     env_spec = describe_env(config.env)  # fails fast on a bad id, before Ray starts
     check_logdir(config.logdir)
     if agent_factory is None:
-        agent_factory = default_agent_factory(config, env_spec.num_actions)
+        agent_factory = default_agent_factory(config, env_spec.observation_shape, env_spec.num_actions)
     logdir = None
     if config.logdir is not None:
         logdir = pathlib.Path(config.logdir)

@@ -66,3 +66,18 @@ def test_train_refuses_non_empty_logdir_and_writes_nothing(tmp_path):
     assert proc.returncode == 2
     assert "is not empty" in proc.stderr.strip().splitlines()[-1]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
+
+
+def test_atari_preset_selects_paper_settings_and_flags_override():
+    from impala_rep.cli import config_from_args, parse_args
+
+    paper = config_from_args(parse_args(["train", "--env", "ALE/Pong-v5", "--preset", "atari"]))
+    assert (paper.learning_rate, paper.unroll_length, paper.batch_size, paper.discount) == (6e-4, 20, 32, 0.99)
+    assert (paper.baseline_cost, paper.entropy_cost, paper.rmsprop_epsilon, paper.max_grad_norm) == (0.5, 0.01, 0.01, 40.0)
+    assert paper.network == "shallow" and paper.reward_clipping == "abs_one"
+    override = config_from_args(parse_args(["train", "--preset", "atari", "--learning-rate", "1e-3",
+                                         "--network", "deep", "--use-lstm"]))
+    assert override.learning_rate == 1e-3 and override.network == "deep" and override.use_lstm
+    assert override.unroll_length == 20
+    cartpole = config_from_args(parse_args(["train"]))
+    assert cartpole.learning_rate == 5e-3 and cartpole.network == "auto"
