@@ -1,0 +1,178 @@
+"""Atari vector envs: ale_py's C++ `AtariVectorEnv`, SAME_STEP, channels-last.
+
+What `make_atari_vector_env` builds
+-----------------------------------
+`ale_py.vector_env.AtariVectorEnv` (ale_py >= 0.10) steps all sub-envs in C++
+threads and does the DeepMind preprocessing there: up to `noop_max` no-op
+actions at every reset, frame skip 4 with a max over the last two skipped
+frames, 84x84 grayscale, a stack of the last 4 frames. It is the fastest Atari
+stepping measured here. Settings used:
+
+* reward_clipping=False: rewards are the game's raw score changes (the learner
+  clips; the reported returns stay raw). They come as float64 here (ale_py
+  gives int32), like the other envs of `impala_rep.envs`.
+* max_num_frames_per_episode=108000 emulator frames (30 minutes; 27000 agent
+  steps) as in the literature; reaching it sets `truncated`, game over sets
+  `terminated` (kept apart).
+* repeat_action_probability (sticky actions): the id's own value unless given:
+  0.25 for "ALE/<Game>-v5", 0.0 for "<Game>NoFrameskip-v4" (read from the id's
+  gymnasium registration, which also gives the ROM name, e.g. "pong").
+* use_fire_reset=False (ale_py's default is True): no FIRE after reset, as in
+  gymnasium's ALE envs; the agent has to learn to press FIRE.
+* the game's minimal action set (full_action_space=False): 6 actions for Pong.
+
+Autoreset
+---------
+ale_py's default is NEXT_STEP, but it takes `autoreset_mode=SAME_STEP`, which
+the actor's `Unroll` layout needs (see `impala_rep.envs.factory`): the step
+that ends an episode returns the new episode's first observation, the terminal
+one is in `infos["final_obs"]` (a `[num_envs, 84, 84, 4]` array, only
+meaningful where terminated | truncated). A reset observation's stack holds the
+first frame in the newest slot and zeros in the three older ones.
+
+Observation layout
+------------------
+ale_py returns `[N, 4, 84, 84]` (stack first). This env returns
+`[N, 84, 84, 4]` uint8, C-contiguous, oldest frame first and newest last on the
+channel axis: Keras' Conv2D is channels-last (NHWC; channels-first convolutions
+are not implemented on CPU), so the agent can use the observation unchanged.
+The transpose copies ~28 KB per sub-env per step, negligible next to emulation.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+__all__ = ["AtariChannelsLastVectorEnv", "atari_game", "is_atari_id", "make_atari_vector_env"]
+
+# "ALE/<Game>-v5" and "<Game>NoFrameskip-v4" (also gymnasium's "-v0": sticky 0.25).
+_ATARI_ID = re.compile(r"^(ALE/[A-Za-z0-9]+-v5|[A-Za-z0-9]+NoFrameskip-v[04])$")
+
+MAX_FRAMES_PER_EPISODE = 108_000
+FRAME_SKIP = 4
+FRAME_STACK = 4
+FRAME_SIZE = 84
+
+
+def is_atari_id(env_id: str) -> bool:
+    """Whether `env_id` names an Atari game ("ALE/<Game>-v5", "<Game>NoFrameskip-v4").
+
+    Only the form is checked, not that the game exists (see `atari_game`).
+    """
+    return bool(_ATARI_ID.match(env_id))
+
+
+def atari_game(env_id: str) -> tuple[str, float]:
+    """`(rom name, registered sticky-action probability)` of an Atari id.
+
+    E.g. "ALE/Pong-v5" -> ("pong", 0.25), "PongNoFrameskip-v4" -> ("pong", 0.0).
+    Raises ValueError naming `env_id` if it is not a known Atari game, or if
+    ale_py is missing.
+    """
+    if not is_atari_id(env_id):
+        raise ValueError(f"{env_id!r} is not an Atari id: expected 'ALE/<Game>-v5' "
+                         "or '<Game>NoFrameskip-v4'")
+    try:
+        import ale_py
+    except ImportError:
+        raise ValueError(f"environment id {env_id!r} needs ale_py: "
+                         "install the atari extra: pip install -e '.[atari]'") from None
+    gymnasium.register_envs(ale_py)
+    spec = gymnasium.envs.registry.get(env_id)
+    if spec is None or "game" not in spec.kwargs:
+        raise ValueError(f"unknown Atari game in environment id {env_id!r}: "
+                         "not registered by ale_py")
+    return str(spec.kwargs["game"]), float(spec.kwargs.get("repeat_action_probability", 0.0))
+
+
+def make_atari_vector_env(env_id: str, *, num_envs: int, seed: int,
+                          sticky_action_prob: float | None = None, episodic_life: bool = False,
+                          noop_max: int = 30,
+                          max_num_frames_per_episode: int = MAX_FRAMES_PER_EPISODE,
+                          ) -> "AtariChannelsLastVectorEnv":
+    """`num_envs` DeepMind-preprocessed `env_id` games, SAME_STEP autoreset, seeded.
+
+    Observations `[num_envs, 84, 84, 4]` uint8 (newest frame last), actions
+    `[num_envs]` integers in the game's minimal action set, raw float64 rewards.
+    `sticky_action_prob`: ALE's repeat_action_probability; None takes the
+    id's (0.25 for ALE/...-v5, 0.0 for ...NoFrameskip-v4). `episodic_life`: a
+    life loss ends the episode (terminated); the game itself only resets at
+    game over. `noop_max`: up to this many no-ops at each reset (0: none).
+    `max_num_frames_per_episode`: emulator frames (4 per step) before truncation.
+    The env is reset with `reset(seed=seed)` (sub-env i gets seed + i), so a
+    plain `reset()` afterwards is reproducible, as `make_vector_env` promises.
+    """
+    if num_envs < 1:
+        raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    game, registered_sticky = atari_game(env_id)
+    sticky = registered_sticky if sticky_action_prob is None else float(sticky_action_prob)
+    if not 0.0 <= sticky <= 1.0:
+        raise ValueError(f"sticky_action_prob must be in [0, 1], got {sticky_action_prob}")
+    if noop_max < 0:
+        raise ValueError(f"noop_max must be >= 0, got {noop_max}")
+    from ale_py.vector_env import AtariVectorEnv
+
+    ale_env = AtariVectorEnv(
+        game, num_envs,
+        max_num_frames_per_episode=max_num_frames_per_episode,
+        repeat_action_probability=sticky,
+        full_action_space=False,
+        autoreset_mode=AutoresetMode.SAME_STEP,
+        img_height=FRAME_SIZE, img_width=FRAME_SIZE, grayscale=True,
+        stack_num=FRAME_STACK, frameskip=FRAME_SKIP, maxpool=True,
+        noop_max=noop_max,
+        episodic_life=episodic_life,
+        reward_clipping=False,
+        use_fire_reset=False,
+    )
+    env = AtariChannelsLastVectorEnv(ale_env, env_id=env_id,
+                                     repeat_action_probability=sticky)
+    env.reset(seed=seed)
+    return env
+
+
+class AtariChannelsLastVectorEnv(gymnasium.vector.VectorWrapper):
+    """An `AtariVectorEnv` (SAME_STEP) with `[N, H, W, stack]` observations and float64 rewards.
+
+    `repeat_action_probability` and `env_id` record how it was built
+    (ale_py's env does not expose them).
+    """
+
+    def __init__(self, env: gymnasium.vector.VectorEnv, *, env_id: str,
+                 repeat_action_probability: float):
+        super().__init__(env)
+        if env.metadata.get("autoreset_mode") != AutoresetMode.SAME_STEP:
+            raise ValueError("AtariChannelsLastVectorEnv needs a SAME_STEP AtariVectorEnv")
+        self.env_id = env_id
+        self.repeat_action_probability = repeat_action_probability
+        stack, height, width = env.single_observation_space.shape
+        self.single_observation_space = gymnasium.spaces.Box(
+            low=0, high=255, shape=(height, width, stack), dtype=np.uint8)
+        self.observation_space = gymnasium.vector.utils.batch_space(
+            self.single_observation_space, self.num_envs)
+        self.metadata = dict(env.metadata)
+
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        """Resets all sub-envs, or those in `options["reset_mask"]` (ale_py supports it)."""
+        observations, infos = self.env.reset(seed=seed, options=options)
+        return _channels_last(observations), infos
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                                 dict[str, Any]]:
+        observations, rewards, terminated, truncated, infos = self.env.step(
+            np.asarray(actions, np.int64))
+        if "final_obs" in infos:
+            infos = dict(infos, final_obs=_channels_last(infos["final_obs"]))
+        return (_channels_last(observations), np.asarray(rewards, np.float64),
+                np.asarray(terminated, bool), np.asarray(truncated, bool), infos)
+
+
+def _channels_last(observations: np.ndarray) -> np.ndarray:
+    """`[N, stack, H, W]` -> a new C-contiguous `[N, H, W, stack]` array."""
+    return np.ascontiguousarray(np.moveaxis(observations, 1, -1))
