@@ -9,13 +9,13 @@ STAMP  := $(VENV)/.installed-stamp
 
 venv: $(STAMP)
 
-# Reinstalls whenever the package metadata changes; the editable install means
+# Reinstalls whenever the package metadata or this file changes; the editable install means
 # source edits need no reinstall.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "impala-rep needs Python 3.11, got " + sys.version.split()[0]'
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip "setuptools>=69" wheel
-	$(VENV)/bin/python -m pip install --quiet --editable '.[test]'
+	$(VENV)/bin/python -m pip install --quiet --editable '.[test,atari]'
 	@touch $(STAMP)
 
 # A short CartPole run on an embedded local Ray (about a minute on 2 cores),

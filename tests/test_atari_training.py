@@ -1,0 +1,33 @@
+"""A short Atari run through Ray: pixel observations, the IMPALA CNN with an LSTM core."""
+
+import json
+
+import pytest
+
+pytest.importorskip("ale_py")
+ray = pytest.importorskip("ray")
+
+from impala_rep.config import PRESETS, TrainConfig  # noqa: E402
+from impala_rep.training import train  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=3, include_dashboard=False, _node_ip_address="127.0.0.1",
+             runtime_env={"env_vars": {"TF_CPP_MIN_LOG_LEVEL": "2"}})
+    yield
+    ray.shutdown()
+
+
+def test_pong_smoke_run_with_lstm(local_ray, tmp_path):
+    settings = dict(PRESETS["atari"])
+    # A few learner steps in CI time: small batches, a handful of envs.
+    settings.update(envs_per_actor=4, unroll_length=10, batch_size=8, total_frames=10 * 8 * 3)
+    config = TrainConfig(env="ALE/Pong-v5", num_actors=2, use_lstm=True, seed=3,
+                         logdir=str(tmp_path / "run"), report_every_s=1.0, **settings)
+    result = train(config)
+    assert result.learner_steps >= 3
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    last = records[-1]
+    assert last["loss"] is not None and last["grad_norm"] is not None and last["grad_norm"] > 0
+    assert last["frames_produced"] == last["frames"] + last["frames_queued"]
