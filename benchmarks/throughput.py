@@ -29,9 +29,10 @@ def raw_env_fps(env_id: str, num_envs: int, seconds: float = 3.0) -> float:
     env = make_vector_env(env_id, num_envs=num_envs, seed=0)
     env.reset()
     rng = np.random.default_rng(0)
+    num_actions = int(env.single_action_space.n)
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
-        env.step(rng.integers(0, 2, size=num_envs))
+        env.step(rng.integers(0, num_actions, size=num_envs))
         steps += 1
     elapsed = time.perf_counter() - start
     env.close()
@@ -43,34 +44,42 @@ def steady(records, key):
     return float(np.mean([r[key] for r in tail if r[key] is not None]))
 
 
+def measure(*, name: str, settings: dict, actor_counts, frames: int, out: str) -> None:
+    """One training run per actor count with `settings`; prints the table, writes JSON."""
+    defaults = TrainConfig(**settings)
+    raw = raw_env_fps(defaults.env, defaults.envs_per_actor)
+    print(f"raw env stepping ({defaults.envs_per_actor} envs, random actions, one process): {raw:,.0f} frames/s")
+    results = []
+    for actors in actor_counts:
+        with tempfile.TemporaryDirectory() as logdir:
+            config = TrainConfig(**{**settings, "num_actors": actors, "total_frames": frames,
+                                    "logdir": logdir + "/run"})
+            result = train(config)
+        busy = steady(result.records, "learner_busy_fraction")
+        results.append({"actors": actors, "env_fps": round(steady(result.records, "env_fps")),
+                        "learner_fps": round(steady(result.records, "learner_fps")),
+                        "learner_busy_fraction": round(busy, 3), "learner_wait_fraction": round(1 - busy, 3),
+                        "queue_size_mean": round(steady(result.records, "queue_size"), 2),
+                        "policy_lag_mean": round(steady(result.records, "policy_lag_mean"), 2),
+                        "final_return": result.episode_return_mean})
+    print()
+    print(f"raw env stepping, same run: {raw:,.0f} frames/s per process")
+    print(table(["actors", "env frames/s", "learner frames/s", "learner busy", "learner waits",
+                 "queue (mean)", "policy lag"],
+                [(r["actors"], f"{r['env_fps']:,}", f"{r['learner_fps']:,}", f"{r['learner_busy_fraction']:.0%}",
+                  f"{r['learner_wait_fraction']:.0%}", r["queue_size_mean"], r["policy_lag_mean"])
+                 for r in results]))
+    write_json(out, {"benchmark": name, "machine": machine(), "raw_env_fps": round(raw),
+                     "settings": defaults.to_json(), "frames_per_run": frames, "results": results})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--frames", type=int, default=600_000)
     parser.add_argument("--out", default="runs/benchmarks/throughput.json")
     args = parser.parse_args()
-    defaults = TrainConfig()
-    raw = raw_env_fps(defaults.env, defaults.envs_per_actor)
-    print(f"raw env stepping ({defaults.envs_per_actor} envs, random actions, one process): {raw:,.0f} frames/s")
-    results = []
-    for actors in args.actors:
-        with tempfile.TemporaryDirectory() as logdir:
-            config = TrainConfig(num_actors=actors, total_frames=args.frames, logdir=logdir + "/run")
-            result = train(config)
-        env_fps, learner_fps = steady(result.records, "env_fps"), steady(result.records, "learner_fps")
-        results.append({"actors": actors, "env_fps": round(env_fps), "learner_fps": round(learner_fps),
-                        "learner_busy_fraction": round(steady(result.records, "learner_busy_fraction"), 3),
-                        "queue_size_mean": round(steady(result.records, "queue_size"), 2),
-                        "policy_lag_mean": round(steady(result.records, "policy_lag_mean"), 2),
-                        "final_return": result.episode_return_mean})
-    print()
-    print(f"raw env stepping, same run: {raw:,.0f} frames/s per process")
-    print(table(["actors", "env frames/s", "learner frames/s", "learner busy", "queue (mean)", "policy lag"],
-                [(r["actors"], f"{r['env_fps']:,}", f"{r['learner_fps']:,}", f"{r['learner_busy_fraction']:.0%}",
-                  r["queue_size_mean"], r["policy_lag_mean"]) for r in results]))
-    write_json(args.out, {"benchmark": "throughput", "machine": machine(), "raw_env_fps": round(raw),
-                          "envs_per_actor": defaults.envs_per_actor, "frames_per_run": args.frames,
-                          "results": results})
+    measure(name="throughput", settings={}, actor_counts=args.actors, frames=args.frames, out=args.out)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         "unroll_length": 20, "batch_size": 32, "discount": 0.99, "baseline_cost": 0.5,
         "entropy_cost": 0.01, "rmsprop_epsilon": 0.01, "rmsprop_decay": 0.99, "learning_rate": 6e-4,
         "max_grad_norm": 40.0, "reward_clipping": "abs_one", "network": "shallow",
-        "envs_per_actor": 16, "total_frames": 50_000_000,
+        # Frames here are agent steps; with frame skip 4 these 12.5M steps are the
+        # paper's 50M emulator frames.
+        "envs_per_actor": 16, "total_frames": 12_500_000,
     },
 }
 
