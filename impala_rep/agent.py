@@ -16,7 +16,8 @@ from typing import Any, NamedTuple, Protocol, Sequence
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["AgentOutput", "AgentInputs", "Agent", "MLPAgent"]
+__all__ = ["AgentOutput", "AgentInputs", "Agent", "MLPAgent", "layer_variables", "weights_of",
+           "assign_weights"]
 
 
 class AgentOutput(NamedTuple):
@@ -66,6 +67,23 @@ class Agent(Protocol):
     def set_weights(self, weights: Sequence[np.ndarray]) -> None: ...
 
 
+def layer_variables(layers: Sequence[tf.keras.layers.Layer]) -> list[tf.Variable]:
+    """The trainable variables of `layers`, in a fixed order (weights travel as a list)."""
+    return [v for layer in layers for v in layer.trainable_variables]
+
+
+def weights_of(variables: Sequence[tf.Variable]) -> list[np.ndarray]:
+    return [np.asarray(v.numpy()) for v in variables]
+
+
+def assign_weights(variables: Sequence[tf.Variable], weights: Sequence[np.ndarray]) -> None:
+    """Assigns a weight list (as from `weights_of`) to `variables`, checking the count."""
+    if len(weights) != len(variables):
+        raise ValueError(f"expected {len(variables)} weight arrays, got {len(weights)}")
+    for variable, value in zip(variables, weights):
+        variable.assign(value)
+
+
 class MLPAgent:
     """A feed-forward agent for vector observations: a shared MLP torso, policy and value heads.
 
@@ -109,14 +127,10 @@ class MLPAgent:
 
     @property
     def trainable_variables(self) -> list[tf.Variable]:
-        return [v for layer in self._layers for v in layer.trainable_variables]
+        return layer_variables(self._layers)
 
     def get_weights(self) -> list[np.ndarray]:
-        return [np.asarray(v.numpy()) for v in self.trainable_variables]
+        return weights_of(self.trainable_variables)
 
     def set_weights(self, weights: Sequence[np.ndarray]) -> None:
-        variables = self.trainable_variables
-        if len(weights) != len(variables):
-            raise ValueError(f"expected {len(variables)} weight arrays, got {len(weights)}")
-        for variable, value in zip(variables, weights):
-            variable.assign(value)
+        assign_weights(self.trainable_variables, weights)

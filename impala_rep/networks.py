@@ -23,12 +23,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from impala_rep.agent import AgentInputs, AgentOutput, MLPAgent
+from impala_rep.config import NETWORKS  # the one list of network names (the CLI's choices)
+from impala_rep.agent import (AgentInputs, AgentOutput, MLPAgent, assign_weights, layer_variables,
+                              weights_of)
 
 __all__ = ["ShallowTorso", "DeepTorso", "CNNAgent", "make_agent", "TORSOS", "NETWORKS"]
 
 TORSOS = ("shallow", "deep")
-NETWORKS = ("auto", "mlp", "shallow", "deep")
 
 layers = tf.keras.layers
 
@@ -256,17 +257,13 @@ class CNNAgent:
 
     @property
     def trainable_variables(self) -> list[tf.Variable]:
-        return [v for layer in self.layers for v in layer.trainable_variables]
+        return layer_variables(self.layers)
 
     def get_weights(self) -> list[np.ndarray]:
-        return [np.asarray(v.numpy()) for v in self.trainable_variables]
+        return weights_of(self.trainable_variables)
 
     def set_weights(self, weights: Sequence[np.ndarray]) -> None:
-        variables = self.trainable_variables
-        if len(weights) != len(variables):
-            raise ValueError(f"expected {len(variables)} weight arrays, got {len(weights)}")
-        for variable, value in zip(variables, weights):
-            variable.assign(value)
+        assign_weights(self.trainable_variables, weights)
 
 
 def make_agent(
