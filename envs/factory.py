@@ -52,11 +52,14 @@ class EnvSpec:
     observation_shape: one env's observation shape (no batch dim), e.g. `(4,)`.
     observation_dtype: the observations' numpy dtype.
     num_actions: size of the Discrete action space.
+    frame_skip: env frames one agent step spans (4 for Atari). Frame counts shown
+      to users (flags, metrics) are env frames, so they compare with the literature.
     """
 
     observation_shape: tuple[int, ...]
     observation_dtype: np.dtype
     num_actions: int
+    frame_skip: int = 1
 
 
 def describe_env(env_id: str) -> EnvSpec:
@@ -72,7 +75,8 @@ def describe_env(env_id: str) -> EnvSpec:
         try:
             return EnvSpec(observation_shape=tuple(env.single_observation_space.shape),
                            observation_dtype=np.dtype(env.single_observation_space.dtype),
-                           num_actions=_num_discrete_actions(env_id, env.single_action_space))
+                           num_actions=_num_discrete_actions(env_id, env.single_action_space),
+                           frame_skip=atari.FRAME_SKIP)
         finally:
             env.close()
     env = gymnasium.make(env_id)

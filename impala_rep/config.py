@@ -29,9 +29,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "unroll_length": 20, "batch_size": 32, "discount": 0.99, "baseline_cost": 0.5,
         "entropy_cost": 0.01, "rmsprop_epsilon": 0.01, "rmsprop_decay": 0.99, "learning_rate": 6e-4,
         "max_grad_norm": 40.0, "reward_clipping": "abs_one", "network": "shallow",
-        # Frames here are agent steps; with frame skip 4 these 12.5M steps are the
-        # paper's 50M emulator frames.
-        "envs_per_actor": 16, "total_frames": 12_500_000,
+        "envs_per_actor": 16, "total_frames": 50_000_000,
     },
 }
 
@@ -51,7 +49,7 @@ class TrainConfig:
     unroll_length: int = 20           # T
     batch_size: int = 32              # B, in unrolls (env columns) per learner step
     learner_devices: str = "cpu"      # the Replicator's device spec
-    total_frames: int = 1_000_000     # env frames to train on (learner-consumed)
+    total_frames: int = 1_000_000     # env frames to train on (learner-consumed; Atari: x4 frame skip)
     seed: int = 0
     logdir: str | None = None
     ray_address: str | None = None    # None: start an embedded local Ray on loopback
@@ -104,14 +102,17 @@ class TrainConfig:
                  "hidden_sizes", self.hidden_sizes, "must be one or more positive layer sizes")
 
     @property
-    def frames_per_step(self) -> int:
-        """Env frames the learner consumes per step: T * B."""
+    def steps_per_update(self) -> int:
+        """Agent steps the learner consumes per update: T * B."""
         return self.unroll_length * self.batch_size
 
-    @property
-    def total_learner_steps(self) -> int:
-        """Learner steps in the run, over which the learning rate decays to 0."""
-        return max(1, -(-self.total_frames // self.frames_per_step))
+    def total_agent_steps(self, frame_skip: int = 1) -> int:
+        """`total_frames` (env frames) in agent steps, for an env that skips `frame_skip` frames."""
+        return -(-self.total_frames // frame_skip)
+
+    def total_learner_steps(self, frame_skip: int = 1) -> int:
+        """Learner updates in the run, over which the learning rate decays to 0."""
+        return max(1, -(-self.total_agent_steps(frame_skip) // self.steps_per_update))
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -176,7 +176,9 @@ def train(config: TrainConfig, *, agent_factory: Callable[[], Any] | None = None
     episodes = 0
     learner = None
     try:
-        learner = create_learner(config, env_spec.observation_shape, agent_factory)
+        learner = create_learner(config, env_spec.observation_shape, agent_factory, env_spec.frame_skip)
+        # The learner counts agent steps; users see env frames (x frame skip, 4 on Atari).
+        skip = env_spec.frame_skip
         actors = create_actors(config=config, agent_factory=agent_factory, learner=learner)
         runs = [a.run.remote() for a in actors]
         last = {"t": time.monotonic(), "produced": 0, "consumed": 0, "busy": 0.0}
@@ -191,11 +193,12 @@ def train(config: TrainConfig, *, agent_factory: Callable[[], Any] | None = None
             recent_returns.extend(report["episode_returns"])
             episodes += len(report["episode_returns"])
             metrics = report["metrics"]
+            produced, consumed = skip * report["frames_produced"], skip * report["frames_consumed"]
             record = {
-                "frames": report["frames_consumed"],
+                "frames": consumed,
                 "wall_s": round(now - start, 3),
-                "env_fps": (report["frames_produced"] - last["produced"]) / dt,
-                "learner_fps": (report["frames_consumed"] - last["consumed"]) / dt,
+                "env_fps": (produced - last["produced"]) / dt,
+                "learner_fps": (consumed - last["consumed"]) / dt,
                 "episode_return_mean": (sum(recent_returns) / len(recent_returns)) if recent_returns else None,
                 "episodes": episodes,
                 "policy_lag_mean": metrics.get("policy_lag_mean"),
@@ -208,11 +211,10 @@ def train(config: TrainConfig, *, agent_factory: Callable[[], Any] | None = None
                 "learning_rate": metrics.get("learning_rate"),
                 "learner_steps": report["learner_steps"],
                 "learner_busy_fraction": (report["learner_busy_s"] - last["busy"]) / dt,
-                "frames_produced": report["frames_produced"],
-                "frames_queued": report["frames_queued"],
+                "frames_produced": produced,
+                "frames_queued": skip * report["frames_queued"],
             }
-            last = {"t": now, "produced": report["frames_produced"],
-                    "consumed": report["frames_consumed"], "busy": report["learner_busy_s"]}
+            last = {"t": now, "produced": produced, "consumed": consumed, "busy": report["learner_busy_s"]}
             records.append(record)
             if run_log is not None:
                 run_log.write(record)

@@ -19,7 +19,7 @@ __all__ = ["RayLearner", "create_learner", "learner_gpus"]
 
 class _LearnerProcess:
     def __init__(self, config: TrainConfig, observation_shape: tuple[int, ...],
-                 agent_factory: Callable[[], Any]):
+                 agent_factory: Callable[[], Any], frame_skip: int = 1):
         from impala_rep import Replicator
 
         replicator = Replicator(config.learner_devices)
@@ -28,7 +28,7 @@ class _LearnerProcess:
 
         hyperparams = LearnerHyperparams(
             learning_rate=config.learning_rate,
-            total_steps=config.total_learner_steps,
+            total_steps=config.total_learner_steps(frame_skip),
             discount=config.discount,
             baseline_cost=config.baseline_cost,
             entropy_cost=config.entropy_cost,
@@ -42,7 +42,7 @@ class _LearnerProcess:
         learner = Learner(agent=agent_factory(), replicator=replicator, hyperparams=hyperparams,
                           observation_shape=observation_shape)
         self._service = LearnerService(learner=learner, batch_size=config.batch_size,
-                                       total_frames=config.total_frames,
+                                       total_frames=config.total_agent_steps(frame_skip),
                                        queue_capacity=config.queue_capacity, publish=ray.put)
 
     def enqueue(self, unroll, stats=None):
@@ -75,11 +75,11 @@ def learner_gpus(devices: str) -> int:
     return spec.count or 1
 
 
-def create_learner(config: TrainConfig, observation_shape, agent_factory):
+def create_learner(config: TrainConfig, observation_shape, agent_factory, frame_skip: int = 1):
     """Starts the learner actor. Its methods run concurrently: every actor may be
     blocked in `enqueue` (back-pressure) while the driver still gets reports."""
     return RayLearner.options(
         num_cpus=1,
         num_gpus=learner_gpus(config.learner_devices),
         max_concurrency=config.num_actors + 4,
-    ).remote(config, tuple(observation_shape), agent_factory)
+    ).remote(config, tuple(observation_shape), agent_factory, frame_skip)

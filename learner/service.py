@@ -30,7 +30,8 @@ class LearnerService:
     Args:
       learner: a `Learner` (step, get_weights, num_steps).
       batch_size: unrolls (env columns) per learner step.
-      total_frames: stop after consuming this many env frames.
+      total_frames: stop after consuming this many frames, counted as the queue
+        counts them (agent steps: T * columns).
       queue_capacity: unroll blocks held before `enqueue` blocks.
       publish: turns the weight list into what actors receive (`ray.put` under Ray).
     """

@@ -67,7 +67,7 @@ def test_unknown_game_names_the_id(env_id):
 def test_describe_env_pong():
     assert describe_env("ALE/Pong-v5") == EnvSpec(observation_shape=(84, 84, 4),
                                                   observation_dtype=np.dtype(np.uint8),
-                                                  num_actions=6)
+                                                  num_actions=6, frame_skip=4)
 
 
 @pytest.mark.parametrize("env_id, sticky", [("ALE/Pong-v5", 0.25), ("PongNoFrameskip-v4", 0.0)])

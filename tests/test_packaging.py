@@ -2,6 +2,7 @@
 
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -42,9 +43,16 @@ def test_generic_names_do_not_land_top_level(tmp_path):
 @pytest.mark.skipif(not os.access(REPO, os.W_OK), reason="needs a writable checkout to build")
 def test_non_editable_install_maps_component_folders(tmp_path):
     target = tmp_path / "site"
+    # Build from a copy: setuptools writes build/ and egg-info into the source tree.
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    for name in ("impala_rep", "actors", "learner", "envs"):
+        shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     build = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--target", str(target), str(REPO)],
+         "--target", str(target), str(source)],
         capture_output=True, text=True, timeout=300,
     )
     assert build.returncode == 0, build.stderr[-2000:]

@@ -39,7 +39,7 @@ def test_cartpole_learns_with_two_actors_and_two_replicas(local_ray, tmp_path, c
     assert result.episode_return_mean is not None
     assert result.episode_return_mean > 3 * RANDOM_POLICY_RETURN, result.episode_return_mean
     assert result.frames >= config.total_frames
-    assert result.learner_steps >= config.total_frames // config.frames_per_step
+    assert result.learner_steps >= config.total_frames // config.steps_per_update
 
     # What the user sees: progress lines and a summary table.
     assert "frames" in out and "learner" in out and "final mean return" in out
