@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["Unroll", "concat_unrolls", "EpisodeStats"]
+__all__ = ["Unroll", "concat_unrolls", "slice_columns", "EpisodeStats"]
 
 
 class Unroll(NamedTuple):
@@ -46,6 +46,11 @@ class Unroll(NamedTuple):
     policy_version: np.ndarray
 
     @property
+    def num_columns(self) -> int:
+        """B: the unrolls (env columns) side by side."""
+        return int(self.actions.shape[1])
+
+    @property
     def num_frames(self) -> int:
         """Environment steps recorded: T * B."""
         return int(self.actions.shape[0] * self.actions.shape[1])
@@ -58,17 +63,30 @@ class EpisodeStats(NamedTuple):
     lengths: np.ndarray
 
 
-def concat_unrolls(unrolls: list[Unroll]) -> Unroll:
-    """Concatenates unrolls along the batch axis."""
+# Where each field keeps the batch: axis 1 of the time-major fields below, axis 0
+# of `policy_version` and of every leaf of `initial_state`.
+_TIME_MAJOR_FIELDS = ("observations", "prev_actions", "prev_rewards", "first", "actions", "rewards",
+                      "terminated", "truncated", "behaviour_logits")
+
+
+def _map_batch_axis(fn, unrolls: list[Unroll]) -> Unroll:
+    """Builds an Unroll field by field from `fn(arrays, batch_axis)` over `unrolls`."""
     import tensorflow as tf  # only for nest handling of the recurrent state
 
-    def cat(field: str, axis: int):
-        return np.concatenate([getattr(u, field) for u in unrolls], axis=axis)
-
-    time_major = ("observations", "prev_actions", "prev_rewards", "first", "actions", "rewards",
-                  "terminated", "truncated", "behaviour_logits")
-    fields = {name: cat(name, 1) for name in time_major}
-    fields["policy_version"] = cat("policy_version", 0)
+    fields = {name: fn([getattr(u, name) for u in unrolls], 1) for name in _TIME_MAJOR_FIELDS}
+    fields["policy_version"] = fn([u.policy_version for u in unrolls], 0)
     fields["initial_state"] = tf.nest.map_structure(
-        lambda *xs: np.concatenate(xs, axis=0), *[u.initial_state for u in unrolls])
+        lambda *leaves: fn(list(leaves), 0), *[u.initial_state for u in unrolls])
     return Unroll(**fields)
+
+
+def concat_unrolls(unrolls: list[Unroll]) -> Unroll:
+    """Concatenates unrolls along the batch axis."""
+    return _map_batch_axis(lambda arrays, axis: np.concatenate(arrays, axis=axis), unrolls)
+
+
+def slice_columns(unroll: Unroll, start: int, stop: int) -> Unroll:
+    """Batch columns `start:stop` of `unroll` (views, not copies)."""
+    return _map_batch_axis(
+        lambda arrays, axis: np.asarray(arrays[0])[(slice(None),) * axis + (slice(start, stop),)],
+        [unroll])

@@ -20,9 +20,8 @@ import time
 from typing import NamedTuple
 
 import numpy as np
-import tensorflow as tf
 
-from impala_rep.unroll import EpisodeStats, Unroll, concat_unrolls
+from impala_rep.unroll import EpisodeStats, Unroll, concat_unrolls, slice_columns
 
 __all__ = ["UnrollQueue", "QueueClosed", "QueueCounts"]
 
@@ -43,23 +42,6 @@ class QueueCounts(NamedTuple):
 class _Block(NamedTuple):
     unroll: Unroll
     stats: list[EpisodeStats]
-
-
-def _columns(unroll: Unroll) -> int:
-    return int(np.shape(unroll.actions)[1])
-
-
-def _slice_columns(unroll: Unroll, start: int, stop: int) -> Unroll:
-    """Columns `start:stop` of `unroll` (axis 1 of time-major fields, axis 0 of `[B]` ones)."""
-    fields = {}
-    for name, value in unroll._asdict().items():
-        if name == "initial_state":
-            fields[name] = tf.nest.map_structure(lambda x: np.asarray(x)[start:stop], value)
-        elif name == "policy_version":
-            fields[name] = np.asarray(value)[start:stop]
-        else:
-            fields[name] = np.asarray(value)[:, start:stop]
-    return Unroll(**fields)
 
 
 def _merge(blocks: list[_Block]) -> _Block:
@@ -239,7 +221,7 @@ class UnrollQueue:
         return True
 
     def _queued_columns(self) -> int:
-        return sum(_columns(block.unroll) for block in self._blocks)
+        return sum(block.unroll.num_columns for block in self._blocks)
 
     def _collect(self, batch_size: int, deadline: float | None,
                  timeout: float | None) -> tuple[Unroll, list[EpisodeStats]]:
@@ -260,7 +242,7 @@ class UnrollQueue:
                     raise failure
             head = self._blocks[0]
             need = batch_size - have
-            columns = _columns(head.unroll)
+            columns = head.unroll.num_columns
             if columns <= need:
                 self._blocks.popleft()
                 taken.append(head)
@@ -268,8 +250,8 @@ class UnrollQueue:
             else:
                 # Only the last piece of a batch is ever split; the remainder keeps
                 # its place at the head and its stats went with the first part.
-                taken.append(_Block(_slice_columns(head.unroll, 0, need), head.stats))
-                self._blocks[0] = _Block(_slice_columns(head.unroll, need, columns), [])
+                taken.append(_Block(slice_columns(head.unroll, 0, need), head.stats))
+                self._blocks[0] = _Block(slice_columns(head.unroll, need, columns), [])
                 have += need
             # Room freed: wake blocked puts.
             self._cond.notify_all()
