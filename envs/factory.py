@@ -132,7 +132,7 @@ def _make_same_step_vector_env(env_id: str, *, num_envs: int) -> gymnasium.vecto
 
 def _check_env_id(env_id: str) -> None:
     """Raises a one-line ValueError unless `env_id` can be built here."""
-    if _is_atari_id(env_id):
+    if _needs_ale_py(env_id):
         if importlib.util.find_spec("ale_py") is None:
             raise ValueError(f"environment id {env_id!r} needs ale_py: "
                              "install the atari extra: pip install -e '.[atari]'")
@@ -145,7 +145,12 @@ def _check_env_id(env_id: str) -> None:
         raise ValueError(f"unknown environment id {env_id!r}: not registered with gymnasium{hint}")
 
 
-def _is_atari_id(env_id: str) -> bool:
+def _needs_ale_py(env_id: str) -> bool:
+    """Whether `env_id` is one ale_py registers (e.g. also "ALE/Pong-ram-v5").
+
+    Broader than `atari.is_atari_id`, which picks the ids that get the DeepMind
+    pixel pipeline; this one only decides whether ale_py must be imported.
+    """
     return env_id.startswith("ALE/") or "NoFrameskip" in env_id
 
 
