@@ -167,16 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "train":
         try:
             config = config_from_args(args)
-            from impala_rep.envs.factory import describe_env
-            from impala_rep.training import check_logdir
-
-            describe_env(config.env)
-            check_logdir(config.logdir)
         except ValueError as err:
             parser.error(str(err))
-        from impala_rep.training import train
+        from impala_rep.training import SetupError, train
 
-        train(config)
+        try:
+            train(config)
+        except SetupError as err:  # raised before anything started or was written
+            parser.error(str(err))
         return 0
     if args.command == "plot":
         from impala_rep.plotting import plot_run

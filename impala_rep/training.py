@@ -21,9 +21,13 @@ from typing import Any, Callable, TextIO
 from impala_rep.config import TrainConfig
 from impala_rep.run_log import RunLog, write_json_atomically
 
-__all__ = ["train", "TrainResult", "default_agent_factory"]
+__all__ = ["train", "TrainResult", "SetupError", "default_agent_factory"]
 
 _RETURN_WINDOW = 100  # episodes in the reported mean return, as is usual for CartPole/Atari
+
+
+class SetupError(ValueError):
+    """A bad run setting, found before anything was started or written (the CLI exits 2)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,8 +151,11 @@ def train(config: TrainConfig, *, agent_factory: Callable[[], Any] | None = None
     out = sys.stdout if out is None else out  # looked up per call: callers may redirect stdout
     from impala_rep.envs.factory import describe_env
 
-    env_spec = describe_env(config.env)  # fails fast on a bad id, before Ray starts
-    check_logdir(config.logdir)
+    try:  # fail fast, before Ray starts or anything is written
+        env_spec = describe_env(config.env)
+        check_logdir(config.logdir)
+    except ValueError as err:
+        raise SetupError(str(err)) from None
     if agent_factory is None:
         agent_factory = default_agent_factory(config, env_spec.observation_shape, env_spec.num_actions)
     logdir = None
@@ -157,7 +164,7 @@ def train(config: TrainConfig, *, agent_factory: Callable[[], Any] | None = None
         try:
             logdir.mkdir(parents=True, exist_ok=True)
         except OSError as err:
-            raise ValueError(f"logdir {config.logdir!r} cannot be created: {err.strerror}") from None
+            raise SetupError(f"logdir {config.logdir!r} cannot be created: {err.strerror}") from None
         write_json_atomically(logdir / "config.json", config.to_json())
 
     import ray
@@ -174,7 +181,6 @@ def train(config: TrainConfig, *, agent_factory: Callable[[], Any] | None = None
     records: list[dict[str, Any]] = []
     recent_returns: collections.deque = collections.deque(maxlen=_RETURN_WINDOW)
     episodes = 0
-    learner = None
     try:
         learner = create_learner(config, env_spec.observation_shape, agent_factory, env_spec.frame_skip)
         # The learner counts agent steps; users see env frames (x frame skip, 4 on Atari).
