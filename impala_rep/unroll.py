@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["Unroll", "concat_unrolls", "slice_columns", "EpisodeStats"]
+__all__ = ["Unroll", "concat_unrolls", "slice_columns", "EpisodeStats", "TIME_MAJOR_DTYPES"]
 
 
 class Unroll(NamedTuple):
@@ -63,17 +63,27 @@ class EpisodeStats(NamedTuple):
     lengths: np.ndarray
 
 
-# Where each field keeps the batch: axis 1 of the time-major fields below, axis 0
-# of `policy_version` and of every leaf of `initial_state`.
-_TIME_MAJOR_FIELDS = ("observations", "prev_actions", "prev_rewards", "first", "actions", "rewards",
-                      "terminated", "truncated", "behaviour_logits")
+# The time-major fields and their dtypes (None: the environment's observation
+# dtype), as in the table above. Their batch is axis 1; `policy_version` and every
+# leaf of `initial_state` keep it on axis 0.
+TIME_MAJOR_DTYPES = {
+    "observations": None,
+    "prev_actions": np.int32,
+    "prev_rewards": np.float32,
+    "first": np.bool_,
+    "actions": np.int32,
+    "rewards": np.float32,
+    "terminated": np.bool_,
+    "truncated": np.bool_,
+    "behaviour_logits": np.float32,
+}
 
 
 def _map_batch_axis(fn, unrolls: list[Unroll]) -> Unroll:
     """Builds an Unroll field by field from `fn(arrays, batch_axis)` over `unrolls`."""
     import tensorflow as tf  # only for nest handling of the recurrent state
 
-    fields = {name: fn([getattr(u, name) for u in unrolls], 1) for name in _TIME_MAJOR_FIELDS}
+    fields = {name: fn([getattr(u, name) for u in unrolls], 1) for name in TIME_MAJOR_DTYPES}
     fields["policy_version"] = fn([u.policy_version for u in unrolls], 0)
     fields["initial_state"] = tf.nest.map_structure(
         lambda *leaves: fn(list(leaves), 0), *[u.initial_state for u in unrolls])

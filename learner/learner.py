@@ -37,27 +37,11 @@ from impala_rep.learner.replicator import (
     num_replicas,
 )
 from impala_rep.losses import impala_loss
-from impala_rep.unroll import Unroll
+from impala_rep.unroll import TIME_MAJOR_DTYPES, Unroll
 
 __all__ = ["LearnerHyperparams", "Learner"]
 
 REWARD_CLIPPING = ("abs_one", "none")
-
-# Unroll fields that are time-major ([T+1, B, ...] or [T, B, ...]) and the dtype
-# each is cast to on the host, so every batch reaches the compiled step with the
-# same signature (no retracing because an actor sent float64 rewards).
-# Observations keep the environment's dtype (e.g. uint8 frames); the agent casts.
-_TIME_MAJOR_DTYPES = {
-    "observations": None,
-    "prev_actions": np.int32,
-    "prev_rewards": np.float32,
-    "first": np.bool_,
-    "actions": np.int32,
-    "rewards": np.float32,
-    "terminated": np.bool_,
-    "truncated": np.bool_,
-    "behaviour_logits": np.float32,
-}
 
 # impala_loss metrics that are SUMS over the replica's shard: summed over replicas
 # so they are the global-batch value whatever the replica count. The others are
@@ -314,7 +298,10 @@ class Learner:
     def _device_batch(batch: Unroll) -> dict[str, Any]:
         """The part of `batch` that goes to the devices, splittable along axis 1."""
         device = {}
-        for name, dtype in _TIME_MAJOR_DTYPES.items():
+        # Cast to the layout's dtypes on the host, so every batch reaches the compiled
+        # step with the same signature (no retracing because an actor sent float64
+        # rewards). Observations keep the environment's dtype (e.g. uint8 frames).
+        for name, dtype in TIME_MAJOR_DTYPES.items():
             value = np.asarray(getattr(batch, name))
             device[name] = value if dtype is None else value.astype(dtype, copy=False)
         # [B, ...] -> [1, B, ...] so that Replicator.run's single batch_axis=1 also
