@@ -141,9 +141,16 @@ def check_logdir(logdir: str | None) -> None:
         raise ValueError(f"logdir {logdir!r} cannot be created: {ancestor} is not a writable directory")
 
 
-def train(config: TrainConfig, *, agent_factory: Callable[[], Any] | None = None,
+def train(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
           out: TextIO | None = None) -> TrainResult:
     """Trains `config.total_frames` env frames with IMPALA and returns the run's summary.
+
+    Args:
+      config: the run's settings.
+      agent: a picklable zero-argument callable returning a new, unbuilt `Agent`
+        (the learner and every actor process build their own copy). Default: the
+        built-in agent that `config.network` / `config.use_lstm` select.
+      out: where the progress lines and the summary go (default: sys.stdout).
 
     `wall_s` in the records and the result counts from this call, start-up included.
     """
@@ -156,6 +163,7 @@ def train(config: TrainConfig, *, agent_factory: Callable[[], Any] | None = None
         check_logdir(config.logdir)
     except ValueError as err:
         raise SetupError(str(err)) from None
+    agent_factory = agent
     if agent_factory is None:
         agent_factory = default_agent_factory(config, env_spec.observation_shape, env_spec.num_actions)
     logdir = None
