@@ -11,13 +11,6 @@ from impala_rep.config import PRESETS, TrainConfig  # noqa: E402
 from impala_rep.training import train  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=3, include_dashboard=False, _node_ip_address="127.0.0.1",
-             runtime_env={"env_vars": {"TF_CPP_MIN_LOG_LEVEL": "2"}})
-    yield
-    ray.shutdown()
-
 
 def test_pong_smoke_run_with_lstm(local_ray, tmp_path):
     settings = dict(PRESETS["atari"])

@@ -1,6 +1,6 @@
 """End to end on Ray: actor processes, a 2-replica learner, CartPole learning.
 
-One Ray instance serves the whole module (starting Ray costs ~5 s here);
+One Ray instance (tests/conftest.py) serves the whole session (starting Ray costs ~5 s here);
 `train` joins it instead of starting its own.
 """
 
@@ -17,13 +17,6 @@ from impala_rep.training import train  # noqa: E402
 
 RANDOM_POLICY_RETURN = 22.0  # CartPole-v1 with uniform random actions averages ~22
 
-
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1",
-             runtime_env={"env_vars": {"TF_CPP_MIN_LOG_LEVEL": "2"}})
-    yield
-    ray.shutdown()
 
 
 def test_cartpole_learns_with_two_actors_and_two_replicas(local_ray, tmp_path, capsys):
