@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "impala-rep needs Python 3.11, got " + sys.version.split()[0]'
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip "setuptools>=69" wheel
-	$(VENV)/bin/python -m pip install --quiet --editable '.[test,atari]'
+	$(VENV)/bin/python -m pip install --quiet --editable '.[test,atari,minatar]'
 	@touch $(STAMP)
 
 # A short CartPole run on an embedded local Ray (about a minute on 2 cores),

@@ -101,8 +101,11 @@ def make_atari_vector_env(env_id: str, *, num_envs: int, seed: int,
     `[num_envs]` integers in the game's minimal action set, raw float64 rewards.
     `sticky_action_prob`: ALE's repeat_action_probability; None takes the
     id's (0.25 for ALE/...-v5, 0.0 for ...NoFrameskip-v4). `episodic_life`: a
-    life loss ends the episode (terminated); the game itself only resets at
-    game over. `noop_max`: up to this many no-ops at each reset (0: none).
+    life loss ends the episode (terminated). In ale_py 0.12.1 the autoreset
+    that follows restarts the whole game with all its lives, unlike DeepMind's
+    EpisodicLifeEnv wrapper (which plays on with one life fewer and resets only
+    at game over): every episode is then the first life of a new game
+    (tests/test_atari.py pins this). `noop_max`: up to this many no-ops at each reset (0: none).
     `max_num_frames_per_episode`: emulator frames (4 per step) before truncation.
     The env is reset with `reset(seed=seed)` (sub-env i gets seed + i), so a
     plain `reset()` afterwards is reproducible, as `make_vector_env` promises.

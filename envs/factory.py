@@ -19,10 +19,22 @@ SAME_STEP vector env:
 * Atari ids ("ALE/<Game>-v5", "<Game>NoFrameskip-v4") are ale_py's C++
   `AtariVectorEnv` with DeepMind preprocessing, SAME_STEP, observations
   `[N, 84, 84, 4]` uint8 channels-last: see `impala_rep.envs.atari`.
+* MinAtar ids ("MinAtar/<Game>-v0", "-v1") are gymnasium's
+  `SyncVectorEnv(autoreset_mode=SAME_STEP)` of MinAtar games, observations
+  `[N, 10, 10, C]` uint8 (0/255) channels-last: see `impala_rep.envs.minatar`.
 * Everything else is a `SyncVectorEnv(autoreset_mode=SAME_STEP)`, which steps
   its sub-envs one by one in Python: for 64 CartPoles ~0.8 ms instead of
   ~0.07 ms vectorised, more than the actor's policy call; scale with more
   actors if the env is the bottleneck.
+
+Env options
+-----------
+`sticky_actions` (a repeat-action probability) applies to Atari and MinAtar
+ids; None keeps the env's own default (the id's registered value for Atari:
+0.25 for "ALE/<Game>-v5", 0 for "<Game>NoFrameskip-v4"; 0.1 for MinAtar).
+`episodic_life` (a lost life ends the episode) applies to Atari ids only.
+`check_env_options` rejects an option the env does not have, rather than
+ignoring it.
 
 The actor also handles NEXT_STEP/DISABLED envs whose `reset` honours
 `options["reset_mask"]` (gymnasium's sync and async vector envs), for callers
@@ -39,10 +51,10 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from impala_rep.envs import atari
+from impala_rep.envs import atari, minatar
 from impala_rep.envs.cartpole import CartPoleSameStepVectorEnv
 
-__all__ = ["EnvSpec", "describe_env", "make_vector_env"]
+__all__ = ["EnvSpec", "check_env_options", "describe_env", "make_vector_env"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,8 +77,8 @@ class EnvSpec:
 def describe_env(env_id: str) -> EnvSpec:
     """Builds one `env_id` environment, reads its spaces and closes it.
 
-    Raises ValueError for unknown ids, Atari ids without `ale_py`, and
-    non-Discrete action spaces.
+    Raises ValueError for unknown ids, Atari ids without `ale_py`, MinAtar ids
+    without `minatar`, and non-Discrete action spaces.
     """
     _check_env_id(env_id)
     if atari.is_atari_id(env_id):
@@ -79,6 +91,15 @@ def describe_env(env_id: str) -> EnvSpec:
                            frame_skip=atari.FRAME_SKIP)
         finally:
             env.close()
+    if minatar.is_minatar_id(env_id):
+        # The vector env's spaces: [10, 10, C] uint8, where gymnasium.make's are bool.
+        env = minatar.make_minatar_vector_env(env_id, num_envs=1, seed=0)
+        try:
+            return EnvSpec(observation_shape=tuple(env.single_observation_space.shape),
+                           observation_dtype=np.dtype(env.single_observation_space.dtype),
+                           num_actions=_num_discrete_actions(env_id, env.single_action_space))
+        finally:
+            env.close()
     env = gymnasium.make(env_id)
     try:
         num_actions = _num_discrete_actions(env_id, env.action_space)
@@ -89,8 +110,12 @@ def describe_env(env_id: str) -> EnvSpec:
         env.close()
 
 
-def make_vector_env(env_id: str, *, num_envs: int, seed: int) -> gymnasium.vector.VectorEnv:
+def make_vector_env(env_id: str, *, num_envs: int, seed: int, sticky_actions: float | None = None,
+                    episodic_life: bool = False) -> gymnasium.vector.VectorEnv:
     """A SAME_STEP-autoreset vector env of `num_envs` copies of `env_id`, seeded.
+
+    `sticky_actions` and `episodic_life`: see "Env options" in the module
+    docstring; ValueError (from `check_env_options`) where they do not apply.
 
     Observations come batched `[num_envs, *obs_shape]`; actions are `[num_envs]`
     integers. The env is already reset with `reset(seed=seed)` (sync envs seed
@@ -101,11 +126,20 @@ def make_vector_env(env_id: str, *, num_envs: int, seed: int) -> gymnasium.vecto
     """
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    check_env_options(env_id, sticky_actions=sticky_actions, episodic_life=episodic_life)
     _check_env_id(env_id)
     if atari.is_atari_id(env_id):
         # Already reset with `seed` (sub-env i gets seed + i).
-        return atari.make_atari_vector_env(env_id, num_envs=num_envs, seed=seed)
-    env = _make_same_step_vector_env(env_id, num_envs=num_envs)
+        return atari.make_atari_vector_env(env_id, num_envs=num_envs, seed=seed,
+                                           sticky_action_prob=sticky_actions,
+                                           episodic_life=episodic_life)
+    if minatar.is_minatar_id(env_id):
+        # Already reset with `seed` (sub-env i gets seed + i).
+        return minatar.make_minatar_vector_env(env_id, num_envs=num_envs, seed=seed,
+                                               sticky_action_prob=sticky_actions)
+    # gymnasium.make_vec does not take the "module:EnvId" form; the module is
+    # imported by now (_check_env_id), so the bare id is registered.
+    env = _make_same_step_vector_env(env_id.split(":", 1)[-1], num_envs=num_envs)
     try:
         _num_discrete_actions(env_id, env.single_action_space)
     except ValueError:
@@ -113,6 +147,26 @@ def make_vector_env(env_id: str, *, num_envs: int, seed: int) -> gymnasium.vecto
         raise
     env.reset(seed=seed)
     return env
+
+
+def check_env_options(env_id: str, *, sticky_actions: float | None = None,
+                      episodic_life: bool = False) -> None:
+    """Raises a one-line ValueError if an option does not apply to `env_id` or is out of range.
+
+    Only the id's form is read (nothing is imported or built), so the run's
+    configuration can call it before anything starts.
+    """
+    if sticky_actions is not None:
+        if not (atari.is_atari_id(env_id) or minatar.is_minatar_id(env_id)):
+            raise ValueError(f"bad sticky_actions {sticky_actions!r}: sticky actions apply to Atari "
+                             "('ALE/<Game>-v5', '<Game>NoFrameskip-v4') and MinAtar "
+                             f"('MinAtar/<Game>-v1') ids, not {env_id!r}")
+        if (isinstance(sticky_actions, bool) or not isinstance(sticky_actions, (int, float))
+                or not 0.0 <= sticky_actions < 1.0):
+            raise ValueError(f"bad sticky_actions {sticky_actions!r}: must be a probability in [0, 1)")
+    if episodic_life and not atari.is_atari_id(env_id):
+        raise ValueError(f"bad episodic_life {episodic_life!r}: a life loss ending the episode applies "
+                         f"to Atari ids ('ALE/<Game>-v5', '<Game>NoFrameskip-v4'), not {env_id!r}")
 
 
 def _make_same_step_vector_env(env_id: str, *, num_envs: int) -> gymnasium.vector.VectorEnv:
@@ -139,8 +193,23 @@ def _check_env_id(env_id: str) -> None:
         import ale_py
 
         gymnasium.register_envs(ale_py)  # registers the ALE/... and *NoFrameskip* ids
-    if env_id not in gymnasium.envs.registry:
-        close = difflib.get_close_matches(env_id, list(gymnasium.envs.registry), n=1)
+    if minatar.is_minatar_id(env_id):
+        if importlib.util.find_spec("minatar") is None:
+            raise ValueError(f"environment id {env_id!r} needs minatar: "
+                             "install the minatar extra: pip install -e '.[minatar]'")
+        minatar.register_minatar_envs()  # registers the MinAtar/... ids
+    registered_id = env_id
+    if ":" in env_id:
+        # gymnasium's "module:EnvId" form: importing the module registers the id
+        # (gymnasium.make does the same import, in every actor process).
+        module, registered_id = env_id.split(":", 1)
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            raise ValueError(f"environment id {env_id!r}: cannot import module {module!r} "
+                             f"({err})") from None
+    if registered_id not in gymnasium.envs.registry:
+        close = difflib.get_close_matches(registered_id, list(gymnasium.envs.registry), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ValueError(f"unknown environment id {env_id!r}: not registered with gymnasium{hint}")
 

@@ -1,9 +1,10 @@
 """Pixel networks of the IMPALA paper (Espeholt et al. 2018, Figure 3) and agent selection.
 
 `CNNAgent` implements the `impala_rep.agent.Agent` protocol on image observations
-with one of the paper's two torsos and an optional LSTM core:
+with one of the paper's two torsos, or the MinAtar paper's small one (Young &
+Tian 2019) for 10x10 MinAtar images, and an optional LSTM core:
 
-    observation [.., H, W, C] uint8 -> /255 -> torso -> [.., 256]
+    observation [.., H, W, C] uint8 -> /255 -> torso -> [.., F] (F = 256; 128 for minatar)
     concat(torso, one_hot(prev_action) [.., A], clip(prev_reward, -1, 1) [.., 1])
     -> (optional) LSTMCell(lstm_size) -> policy logits [.., A], baseline [..]
 
@@ -27,9 +28,14 @@ from impala_rep.config import NETWORKS  # the one list of network names (the CLI
 from impala_rep.agent import (AgentInputs, AgentOutput, MLPAgent, assign_weights, layer_variables,
                               weights_of)
 
-__all__ = ["ShallowTorso", "DeepTorso", "CNNAgent", "make_agent", "TORSOS", "NETWORKS"]
+__all__ = ["ShallowTorso", "DeepTorso", "MinAtarTorso", "CNNAgent", "make_agent", "TORSOS", "NETWORKS",
+           "SHALLOW_MIN_IMAGE_SIZE"]
 
-TORSOS = ("shallow", "deep")
+TORSOS = ("shallow", "deep", "minatar")
+
+# The shallow torso's "valid" convolutions need this many pixels in height and
+# width: 8x8 stride 4 must leave at least 4x4 for the 4x4 stride 2 conv.
+SHALLOW_MIN_IMAGE_SIZE = 20
 
 layers = tf.keras.layers
 
@@ -39,7 +45,8 @@ class ShallowTorso:
 
     Conv(16, 8x8, stride 4) ReLU -> Conv(32, 4x4, stride 2) ReLU -> flatten ->
     Dense(256) ReLU. The convolutions use "valid" padding, as the A3C/DQN network
-    this torso comes from (84x84 -> 20x20 -> 9x9). Inputs must be at least 12x12.
+    this torso comes from (84x84 -> 20x20 -> 9x9). Inputs must be at least 20x20
+    (`SHALLOW_MIN_IMAGE_SIZE`).
     """
 
     def __init__(self):
@@ -106,7 +113,30 @@ class DeepTorso:
         return self._linear(self._flatten(tf.nn.relu(x)))
 
 
-_TORSO_CLASSES = {"shallow": ShallowTorso, "deep": DeepTorso}
+class MinAtarTorso:
+    """The MinAtar paper's network torso: images `[N, H, W, C]` float32 -> features `[N, 128]`.
+
+    Conv(16, 3x3, stride 1, "valid") ReLU -> flatten -> Dense(128) ReLU, as in
+    Young & Tian (2019) and MinAtar's example agents: 10x10 -> 8x8x16 = 1024
+    features. Inputs must be at least 3x3. Made for MinAtar's 10x10 grids, where
+    the shallow torso does not fit and the deep one is 15 layers for 100 pixels.
+    """
+
+    def __init__(self):
+        self.layers = [
+            layers.Conv2D(16, 3, strides=1, padding="valid", activation="relu", name="conv_0"),
+            layers.Flatten(name="flatten"),
+            layers.Dense(128, activation="relu", name="torso_linear"),
+        ]
+
+    def __call__(self, images: tf.Tensor) -> tf.Tensor:
+        x = images
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+_TORSO_CLASSES = {"shallow": ShallowTorso, "deep": DeepTorso, "minatar": MinAtarTorso}
 
 
 def _preprocess(observation: Any) -> tf.Tensor:
@@ -124,11 +154,12 @@ def _preprocess(observation: Any) -> tf.Tensor:
 
 
 class CNNAgent:
-    """IMPALA's pixel agent: a shallow or deep conv torso, optional LSTM core, two heads.
+    """IMPALA's pixel agent: a conv torso, optional LSTM core, two heads.
 
     Args:
       num_actions: A >= 1.
-      torso: "shallow" or "deep" (the paper's Figure 3 networks).
+      torso: "shallow" or "deep" (the paper's Figure 3 networks), or "minatar"
+        (the MinAtar paper's one-conv network, for small images).
       use_lstm: add an LSTMCell core between torso and heads. Its state is a
         tuple `(h, c)` of `[B, lstm_size]` float32, reset to zeros at every
         observation with `first=True`. Without LSTM the state is `()`.
@@ -187,7 +218,7 @@ class CNNAgent:
         self.step(inputs, self.initial_state(1))
 
     def _core_input(self, observation, prev_action, prev_reward) -> tf.Tensor:
-        """`[N, H, W, C]`, `[N]`, `[N]` -> `[N, 256 + A + 1]`."""
+        """`[N, H, W, C]`, `[N]`, `[N]` -> `[N, F + A + 1]` (F: the torso's features)."""
         features = self._torso(_preprocess(observation))
         # scalable_agent feeds the clipped reward (rewards are clipped to [-1, 1]
         # for the loss too) so large raw rewards do not saturate the core.
@@ -279,8 +310,9 @@ def make_agent(
     Args:
       observation_shape: shape of ONE observation: `[D]` vectors or `[H, W, C]` images.
       num_actions: A >= 1.
-      network: "auto" (MLP for `[D]`, shallow CNN for `[H, W, C]`), "mlp",
-        "shallow" or "deep".
+      network: "auto" (MLP for `[D]`; for `[H, W, C]` the shallow CNN if H and W
+        are at least `SHALLOW_MIN_IMAGE_SIZE`, else the minatar CNN), "mlp",
+        "shallow", "deep" or "minatar".
       use_lstm: LSTM core (CNN networks only).
       hidden_sizes: MLP layer sizes (MLP only).
 
@@ -297,21 +329,25 @@ def make_agent(
         if len(shape) == 1:
             network = "mlp"
         elif len(shape) == 3:
-            network = "shallow"
+            # Atari's 84x84 gets the paper's net; MinAtar's 10x10 is too small for it.
+            network = "shallow" if min(shape[:2]) >= SHALLOW_MIN_IMAGE_SIZE else "minatar"
         else:
             raise ValueError(f"network='auto' needs observations of rank 1 (vectors, MLP) or 3 "
                              f"(images [H, W, C], CNN), got shape {shape}")
     if network == "mlp":
         if len(shape) != 1:
             raise ValueError(f"network='mlp' needs rank-1 observations, got shape {shape}; "
-                             f"use 'shallow' or 'deep' for images")
+                             f"use 'shallow', 'deep' or 'minatar' for images")
         if use_lstm:
             raise ValueError("use_lstm=True is not supported with network='mlp'; "
-                             "allowed with 'shallow' or 'deep' (or 'auto' on images)")
+                             "allowed with 'shallow', 'deep' or 'minatar' (or 'auto' on images)")
         return functools.partial(MLPAgent, num_actions=int(num_actions),
                                  hidden_sizes=tuple(int(h) for h in hidden_sizes))
     if len(shape) != 3:
         raise ValueError(f"network={network!r} needs image observations [H, W, C], got shape "
                          f"{shape}; use 'mlp' for vectors")
+    if network == "shallow" and min(shape[:2]) < SHALLOW_MIN_IMAGE_SIZE:
+        raise ValueError(f"network='shallow' needs images of at least {SHALLOW_MIN_IMAGE_SIZE}x"
+                         f"{SHALLOW_MIN_IMAGE_SIZE}, got shape {shape}; use 'minatar' or 'deep'")
     return functools.partial(CNNAgent, num_actions=int(num_actions), torso=network,
                              use_lstm=bool(use_lstm))

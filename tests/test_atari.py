@@ -212,6 +212,40 @@ def test_episodic_life_terminates_on_a_life_loss(closing):
     assert obs[0, ..., :3].max() == 0  # a fresh frame stack
 
 
+def test_episodic_life_restarts_the_whole_game_in_ale_py_0_12(closing):
+    """What --episodic-life means with ale_py 0.12.1: the autoreset after a lost life starts a
+    new game with all 5 lives, unlike DeepMind's EpisodicLifeEnv (README, envs/atari.py)."""
+    env = closing(make_atari_vector_env("ALE/Breakout-v5", num_envs=1, seed=0,
+                                        sticky_action_prob=0.0, noop_max=0, episodic_life=True))
+    _, info = env.reset()
+    assert info["lives"][0] == 5
+    lives_after_each_end = []
+    for _ in range(200):
+        _, _, terminated, _, info = env.step(np.array([FIRE]))
+        if terminated[0]:
+            lives_after_each_end.append(int(info["lives"][0]))
+    assert len(lives_after_each_end) >= 5  # more life losses than one game has lives
+    assert set(lives_after_each_end) == {5}
+
+
+def test_sticky_actions_and_episodic_life_reach_ale(monkeypatch):
+    from ale_py import vector_env
+
+    built = []
+
+    class Recording(vector_env.AtariVectorEnv):
+        def __init__(self, game, num_envs, **kwargs):
+            built.append(kwargs)
+            super().__init__(game, num_envs, **kwargs)
+
+    monkeypatch.setattr(vector_env, "AtariVectorEnv", Recording)
+    env = make_vector_env("ALE/Pong-v5", num_envs=1, seed=0, sticky_actions=0.0, episodic_life=True)
+    assert env.repeat_action_probability == 0.0
+    env.close()
+    make_vector_env("PongNoFrameskip-v4", num_envs=1, seed=0, sticky_actions=0.1).close()
+    assert [(b["repeat_action_probability"], b["episodic_life"]) for b in built] == [(0.0, True), (0.1, False)]
+
+
 def test_frame_limit_truncates_and_autoresets_in_the_same_step(closing):
     env = closing(make_atari_vector_env("ALE/Pong-v5", num_envs=2, seed=0, sticky_action_prob=0.0,
                                         noop_max=0, max_num_frames_per_episode=100))

@@ -1,0 +1,111 @@
+"""Checkpoints: counters saved with the learner, a corrupt newest checkpoint, non-finite steps."""
+
+import pathlib
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from random_unrolls import random_unroll
+
+from impala_rep import Replicator
+from impala_rep.agent import MLPAgent
+from impala_rep.learner.checkpointing import RunCheckpoint, RunCounters
+from impala_rep.learner.learner import Learner, LearnerHyperparams, NonFiniteError
+
+T, B, A, OBS = 4, 6, 3, 5
+
+
+@pytest.fixture(scope="module")
+def replicator():
+    return Replicator("cpu")
+
+
+def make_learner(replicator):
+    return Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(8,)), replicator=replicator,
+                   hyperparams=LearnerHyperparams(learning_rate=1e-2, total_steps=50),
+                   observation_shape=(OBS,))
+
+
+def batch(seed=0):
+    return random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=seed)
+
+
+def weights(learner):
+    return [w.copy() for w in learner.get_weights()[1]]
+
+
+def test_run_checkpoint_round_trips_learner_state_and_counters(replicator, tmp_path):
+    learner = make_learner(replicator)
+    learner.step(batch(0))
+    saver = RunCheckpoint(learner=learner, directory=tmp_path, window=4)
+    returns = (1.0, 2.0, 3.0, 4.0, 5.0)
+    saver.save(RunCounters(frames=240, episodes=7, recent_returns=returns))
+
+    other = make_learner(replicator)
+    path, counters = RunCheckpoint(learner=other, directory=tmp_path, window=4).restore()
+    assert pathlib.Path(path).name == "ckpt-1"
+    assert counters == RunCounters(frames=240, episodes=7, recent_returns=(2.0, 3.0, 4.0, 5.0))
+    assert other.num_steps == 1
+    for a, b in zip(weights(learner), weights(other)):
+        np.testing.assert_array_equal(a, b)
+    # The optimizer's step counter (the learning-rate schedule's position) came along.
+    assert int(other.optimizer.optimizer.iterations.numpy()) == 1
+
+
+def corrupt(prefix: str) -> None:
+    """Overwrites the middle of a checkpoint's data file, as a disk fault would."""
+    data = next(pathlib.Path(prefix).parent.glob(pathlib.Path(prefix).name + ".data-*"))
+    raw = bytearray(data.read_bytes())
+    raw[len(raw) // 4: len(raw) // 2] = b"\xff" * (len(raw) // 2 - len(raw) // 4)
+    data.write_bytes(bytes(raw))
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "truncate", "delete"])
+def test_unreadable_newest_checkpoint_falls_back_to_the_previous(replicator, tmp_path, damage):
+    learner = make_learner(replicator)
+    saver = RunCheckpoint(learner=learner, directory=tmp_path)
+    learner.step(batch(0))
+    saver.save(RunCounters(frames=24, episodes=1, recent_returns=(9.0,)))
+    good = weights(learner)
+    learner.step(batch(1))
+    newest = saver.save(RunCounters(frames=48, episodes=2, recent_returns=(9.0, 8.0)))
+    data = next(pathlib.Path(tmp_path).glob(pathlib.Path(newest).name + ".data-*"))
+    if damage == "corrupt":
+        corrupt(newest)
+    elif damage == "truncate":
+        data.write_bytes(data.read_bytes()[:10])
+    else:
+        data.unlink()
+
+    restored = make_learner(replicator)
+    path, counters = RunCheckpoint(learner=restored, directory=tmp_path).restore()
+    assert pathlib.Path(path).name == "ckpt-1"
+    assert counters.frames == 24 and restored.num_steps == 1
+    for a, b in zip(good, weights(restored)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_no_readable_checkpoint_raises(replicator, tmp_path):
+    learner = make_learner(replicator)
+    saver = RunCheckpoint(learner=learner, directory=tmp_path)
+    with pytest.raises(FileNotFoundError, match="no checkpoint in"):
+        saver.restore()
+    newest = saver.save(RunCounters(frames=0, episodes=0, recent_returns=()))
+    corrupt(newest)
+    with pytest.raises(FileNotFoundError, match="no readable checkpoint"):
+        saver.restore()
+
+
+def test_non_finite_loss_raises_and_leaves_the_weights_alone(replicator):
+    learner = make_learner(replicator)
+    learner.step(batch(0))
+    before = weights(learner)
+    bad = batch(1)
+    bad.rewards[2, 3] = np.nan
+    with pytest.raises(NonFiniteError, match=r"non-finite .*loss.* at learner step 1") as info:
+        learner.step(bad)
+    assert "loss" in info.value.metrics and "grad_norm" in info.value.metrics
+    assert learner.num_steps == 1
+    for a, b in zip(before, weights(learner)):
+        np.testing.assert_array_equal(a, b)
+    assert all(np.all(np.isfinite(w)) for w in weights(learner))
