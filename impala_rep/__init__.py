@@ -13,29 +13,64 @@ computed from `obs[t]`; `actions[t]` is the action taken at `obs[t]`;
 `discounts[t] = gamma * (1 - terminated[t])`: a zero discount marks an episode
 that ended inside the unroll.
 
-Public names are imported lazily so that `import impala_rep` (and the CLI's
-argument checking) does not pay for importing TensorFlow.
+The public API is the names in `__all__` (documented in docs/api.md); every
+other module and name is private. Public names are imported lazily so that
+`import impala_rep` (and the CLI's argument checking) does not pay for
+importing TensorFlow.
 """
 
 import importlib
 
 __version__ = "0.1.0"
 
-# public name -> module that defines it
+# public name -> module that defines it (docs/api.md documents each one)
 _EXPORTS = {
+    # the Replicator and its cross-replica primitives
     "Replicator": "impala_rep.learner.replicator",
+    "all_reduce": "impala_rep.learner.replicator",
+    "all_gather": "impala_rep.learner.replicator",
+    "broadcast": "impala_rep.learner.replicator",
+    "replica_id": "impala_rep.learner.replicator",
+    "num_replicas": "impala_rep.learner.replicator",
+    "all_reduce_gradients": "impala_rep.learner.replicator",
     "CrossReplicaBatchNorm": "impala_rep.learner.replicator",
+    # the agent interface and the built-in agents
+    "Agent": "impala_rep.agent",
+    "AgentInputs": "impala_rep.agent",
+    "AgentOutput": "impala_rep.agent",
+    "MLPAgent": "impala_rep.agent",
+    "CNNAgent": "impala_rep.networks",
+    "make_agent": "impala_rep.networks",
+    # the learner and its loss hook
+    "Learner": "impala_rep.learner.learner",
+    "LearnerHyperparams": "impala_rep.learner.learner",
+    "LossFn": "impala_rep.loss_fn",
+    "impala_loss_fn": "impala_rep.loss_fn",
+    "impala_loss": "impala_rep.losses",
+    "vtrace_from_importance_weights": ("impala_rep.vtrace", "from_importance_weights"),
+    "vtrace_from_logits": ("impala_rep.vtrace", "from_logits"),
+    # the actor
     "Actor": "impala_rep.actors.actor",
+    "run_actor_loop": "impala_rep.actors.actor_loop",
+    "Unroll": "impala_rep.unroll",
+    # running it
+    "TrainConfig": "impala_rep.config",
+    "train": "impala_rep.training",
+    "TrainResult": "impala_rep.training",
+    "describe_env": "impala_rep.envs.factory",
+    "make_vector_env": "impala_rep.envs.factory",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 
 def __getattr__(name):
-    module = _EXPORTS.get(name)
-    if module is None:
+    source = _EXPORTS.get(name)
+    if source is None:
         raise AttributeError(f"module 'impala_rep' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    # (module, attribute) where the public name differs from the defining one.
+    module, attribute = source if isinstance(source, tuple) else (source, name)
+    value = getattr(importlib.import_module(module), attribute)
     globals()[name] = value
     return value
 

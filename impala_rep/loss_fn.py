@@ -1,0 +1,84 @@
+"""The learner's loss hook: the `LossFn` contract and its default, `impala_loss_fn`.
+
+`Learner(loss_fn=...)` (and `train(config, loss=...)`) calls the loss once per
+replica inside the replicated step, under the gradient tape, with keyword
+arguments only. Every tensor is this replica's shard: `B'` = B / replicas
+columns, time-major as everywhere in the package (see `impala_rep`):
+
+| keyword | shape | what |
+|---|---|---|
+| agent | | the `Agent` being trained (e.g. its `trainable_variables` for a regulariser) |
+| inputs | `AgentInputs` of `[T+1, B', ...]` | what `agent.unroll` was fed |
+| outputs | `AgentOutput`: `[T+1, B', A]`, `[T+1, B']` | `agent.unroll` over all T+1 observations; index `[-1]` is the bootstrap |
+| behaviour_logits | `[T, B', A]` float32 | the actors' logits |
+| actions | `[T, B']` int32 | actions taken |
+| rewards | `[T, B']` float32 | clipped as `hyperparams.reward_clipping` says |
+| discounts | `[T, B']` float32 | `discount * (1 - (terminated or truncated))` |
+| hyperparams | `LearnerHyperparams` | costs, clipping thresholds, lambda |
+
+It returns `(loss, metrics)`: a scalar `loss`, THIS REPLICA'S SHARE of the
+global loss, and a dict of scalar tensors for reporting. The learner SUMS the
+loss over replicas (it scales each replica's loss by the replica count before
+the gradients are mean-reduced), so:
+
+- per-example terms are sums over the shard, as IMPALA's are: their sum over
+  replicas is the sum over the global batch;
+- per-model terms (weight decay, any term that does not depend on the shard)
+  must be divided by the replica count, e.g. `tf.nn.scale_regularization_loss`,
+  or N replicas would count them N times.
+
+Metrics named `loss`, `pg_loss`, `baseline_loss`, `entropy_loss` are summed
+over replicas; every other metric is averaged. A loss function travels to the
+learner process by pickling: use a module-level function (or a
+`functools.partial` of one), not a lambda or closure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import tensorflow as tf
+
+from impala_rep.agent import Agent, AgentInputs, AgentOutput
+from impala_rep.losses import impala_loss
+from impala_rep.shapes import assert_shape
+
+__all__ = ["LossFn", "impala_loss_fn"]
+
+
+class LossFn(Protocol):
+    """The signature of `Learner(loss_fn=...)` (see the module docstring for the shapes)."""
+
+    def __call__(self, *, agent: Agent, inputs: AgentInputs, outputs: AgentOutput,
+                 behaviour_logits: tf.Tensor, actions: tf.Tensor, rewards: tf.Tensor,
+                 discounts: tf.Tensor, hyperparams: Any) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        ...
+
+
+def impala_loss_fn(*, agent: Agent, inputs: AgentInputs, outputs: AgentOutput,
+                   behaviour_logits: Any, actions: Any, rewards: Any, discounts: Any,
+                   hyperparams: Any) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+    """The learner's default: `impala_loss` (V-trace actor-critic) with `hyperparams`' settings.
+
+    `outputs` cover T+1 observations: `[:-1]` are the targets' logits and
+    values, `[-1]` the bootstrap value `[B']`. `agent` and `inputs` are unused.
+    """
+    del agent, inputs  # part of the contract; the IMPALA loss needs only the outputs
+    logits, baseline = outputs.policy_logits, outputs.baseline
+    dims: dict = {}
+    assert_shape("outputs.policy_logits", logits, ("T+1", "B", "A"), dims=dims)
+    assert_shape("outputs.baseline", baseline, ("T+1", "B"), dims=dims)
+    return impala_loss(
+        target_logits=logits[:-1],
+        behaviour_logits=behaviour_logits,
+        actions=actions,
+        values=baseline[:-1],
+        bootstrap_value=baseline[-1],
+        rewards=rewards,
+        discounts=discounts,
+        baseline_cost=hyperparams.baseline_cost,
+        entropy_cost=hyperparams.entropy_cost,
+        clip_rho_threshold=hyperparams.clip_rho_threshold,
+        clip_pg_rho_threshold=hyperparams.clip_pg_rho_threshold,
+        lambda_=hyperparams.lambda_,
+    )

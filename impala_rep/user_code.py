@@ -1,0 +1,146 @@
+"""User code named as `module:attribute` (`--agent`, `--loss`), made available to every Ray process.
+
+A spec is either `package.module:name`, imported with the current directory
+first on `sys.path` (as `python -m` does), or `path/to/file.py:name`, loaded
+from that file. Code of your own (a file, or a module found in the current
+directory) is registered with Ray's cloudpickle to be pickled BY VALUE, so the
+learner and actor processes receive the code itself and need not import the
+module: the examples folder is not on their `sys.path`, and with
+`--ray-address` they may run on other machines. This is the mechanism Ray Serve
+uses for user classes named by import path. Modules from installed packages
+travel by reference, as usual (workers import them).
+
+Nothing here imports TensorFlow; Ray is imported only to register a module.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import inspect
+import os
+import pathlib
+import sys
+from typing import Any, Callable, Sequence
+
+__all__ = ["check_spec", "load", "agent_builder", "resolve_agent_and_loss"]
+
+_FORMS = {
+    "agent": "'module:factory' or 'path/to/file.py:factory'",
+    "loss": "'module:function' or 'path/to/file.py:function'",
+}
+
+
+def check_spec(spec: Any, *, what: str) -> tuple[str, str]:
+    """Splits `spec` into (module or file, attribute); ValueError unless it has that form.
+
+    Only the syntax is checked: nothing is imported.
+    """
+    form = _FORMS[what]
+    if not isinstance(spec, str) or spec.count(":") != 1:
+        raise ValueError(f"bad {what} {spec!r}: expected {form}")
+    module, name = spec.split(":")
+    if not module or not name.isidentifier():
+        raise ValueError(f"bad {what} {spec!r}: expected {form}")
+    return module, name
+
+
+def _import(module: str, *, spec: str, what: str):
+    """Imports `module` (a dotted name or a .py path); returns it and whether it is the user's own."""
+    if module.endswith(".py"):
+        return _import_file(pathlib.Path(module), spec=spec, what=what), True
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)  # as `python -m` would: the user's modules are found here
+    try:
+        imported = importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        raise ValueError(f"bad {what} {spec!r}: no module named {err.name!r} (the current "
+                         f"directory and sys.path were searched); expected {_FORMS[what]}") from None
+    except Exception as err:  # the user's module raised while importing: say so, on one line
+        raise ValueError(f"bad {what} {spec!r}: importing {module!r} raised "
+                         f"{type(err).__name__}: {err}") from None
+    file = getattr(imported, "__file__", None)
+    own = file is not None and pathlib.Path(file).resolve().is_relative_to(pathlib.Path.cwd().resolve())
+    return imported, own
+
+
+def _import_file(path: pathlib.Path, *, spec: str, what: str):
+    if not path.is_file():
+        raise ValueError(f"bad {what} {spec!r}: no file {str(path)!r}; expected {_FORMS[what]}")
+    name = path.stem
+    if not name.isidentifier():
+        raise ValueError(f"bad {what} {spec!r}: {path.name!r} is not a valid module file name "
+                         "(letters, digits and underscores)")
+    existing = sys.modules.get(name)
+    if existing is not None:
+        if getattr(existing, "__file__", None) and pathlib.Path(existing.__file__).resolve() == path.resolve():
+            return existing
+        raise ValueError(f"bad {what} {spec!r}: a different module named {name!r} is already "
+                         "imported; rename the file")
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module  # cloudpickle's by-value registration needs it there
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as err:
+        del sys.modules[name]
+        raise ValueError(f"bad {what} {spec!r}: importing {str(path)!r} raised "
+                         f"{type(err).__name__}: {err}") from None
+    return module
+
+
+def load(spec: str, *, what: str) -> Callable[..., Any]:
+    """Imports the callable `spec` names and registers the user's module for pickling by value.
+
+    Raises:
+      ValueError: one line naming the spec, for a bad form, a module that cannot be
+        found or fails to import, a missing attribute, or one that is not callable.
+    """
+    module_name, name = check_spec(spec, what=what)
+    module, own = _import(module_name, spec=spec, what=what)
+    if not hasattr(module, name):
+        raise ValueError(f"bad {what} {spec!r}: module {module_name!r} has no attribute {name!r}")
+    value = getattr(module, name)
+    if not callable(value):
+        raise ValueError(f"bad {what} {spec!r}: {name!r} is a {type(value).__name__}, not callable")
+    if own:
+        import ray.cloudpickle
+
+        ray.cloudpickle.register_pickle_by_value(module)
+    return value
+
+
+def agent_builder(spec: str, *, observation_shape: Sequence[int], num_actions: int) -> Callable[[], Any]:
+    """The zero-argument agent builder `train` wants, from an `--agent module:factory` spec.
+
+    The factory is called as `factory(observation_shape=(...), num_actions=A)` and
+    returns a new, unbuilt `Agent`; the learner and every actor process call it once.
+    Its signature is checked here (nothing is built in the driver).
+    """
+    factory = load(spec, what="agent")
+    shape, actions = tuple(int(d) for d in observation_shape), int(num_actions)
+    try:
+        inspect.signature(factory).bind(observation_shape=shape, num_actions=actions)
+    except TypeError:
+        raise ValueError(f"bad agent {spec!r}: the factory must accept the keyword arguments "
+                         "observation_shape and num_actions") from None
+    except ValueError:  # no signature to inspect (some builtins): let the call decide
+        pass
+    return functools.partial(factory, observation_shape=shape, num_actions=actions)
+
+
+def resolve_agent_and_loss(*, agent_spec: str | None, loss_spec: str | None,
+                           agent: Callable[[], Any] | None, loss: Callable[..., Any] | None,
+                           observation_shape: Sequence[int], num_actions: int):
+    """`(agent builder or None, loss function or None)` from specs or objects, not both."""
+    if agent_spec is not None:
+        if agent is not None:
+            raise ValueError(f"bad agent {agent_spec!r}: train() also got agent=; give one of them")
+        agent = agent_builder(agent_spec, observation_shape=observation_shape, num_actions=num_actions)
+    if loss_spec is not None:
+        if loss is not None:
+            raise ValueError(f"bad loss {loss_spec!r}: train() also got loss=; give one of them")
+        loss = load(loss_spec, what="loss")
+    return agent, loss

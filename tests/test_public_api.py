@@ -1,0 +1,42 @@
+"""The public API: every name in `impala_rep.__all__` imports, is documented, and is lazy."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import impala_rep
+
+API_DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "api.md"
+
+
+def test_every_public_name_imports():
+    for name in impala_rep.__all__:
+        assert getattr(impala_rep, name) is not None, name
+    assert set(impala_rep.__all__) <= set(dir(impala_rep))
+
+
+def test_every_public_name_is_documented():
+    text = API_DOC.read_text()
+    missing = [name for name in impala_rep.__all__ if name != "__version__" and f"`{name}" not in text]
+    assert not missing, f"docs/api.md does not document {missing}"
+
+
+def test_import_does_not_import_tensorflow():
+    # The CLI checks its arguments (config included) before paying for TensorFlow.
+    code = ("import sys, impala_rep, impala_rep.config, impala_rep.user_code\n"
+            "impala_rep.config.TrainConfig(agent='m:f', loss='m.py:g')\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'ray')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]"
+
+
+def test_unknown_name_is_an_attribute_error():
+    try:
+        impala_rep.NoSuchThing
+    except AttributeError as err:
+        assert "NoSuchThing" in str(err)
+    else:
+        raise AssertionError("expected AttributeError")

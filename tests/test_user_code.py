@@ -1,0 +1,107 @@
+"""`module:attribute` specs (`--agent`, `--loss`): clear errors, and user code that reaches workers."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from impala_rep.config import TrainConfig
+from impala_rep.user_code import agent_builder, check_spec, load
+
+FACTORY = '''
+class TinyAgent:
+    def __init__(self, *, observation_shape, num_actions):
+        self.observation_shape, self.num_actions = observation_shape, num_actions
+
+def make(*, observation_shape, num_actions):
+    return TinyAgent(observation_shape=observation_shape, num_actions=num_actions)
+
+def no_keywords(shape):
+    return None
+
+NOT_CALLABLE = 3
+'''
+
+
+@pytest.fixture
+def user_dir(tmp_path, monkeypatch):
+    (tmp_path / "my_agents.py").write_text(FACTORY)
+    (tmp_path / "broken.py").write_text("raise RuntimeError('boom')\n")
+    monkeypatch.chdir(tmp_path)
+    yield tmp_path
+    for name in ("my_agents", "broken"):
+        sys.modules.pop(name, None)
+
+
+@pytest.mark.parametrize("spec", ["no_colon", "a:b:c", ":make", "mod:", "mod:not-an-identifier", 3])
+def test_bad_form_is_rejected_without_importing(spec):
+    with pytest.raises(ValueError, match=r"^bad agent .*expected 'module:factory' or 'path/to/file.py:factory'"):
+        check_spec(spec, what="agent")
+    with pytest.raises(ValueError, match=r"^bad agent"):
+        TrainConfig(agent=spec)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("no_such_module_xyz:make", "no module named 'no_such_module_xyz'"),
+    ("missing.py:make", "no file 'missing.py'"),
+    ("my_agents:nothing", "module 'my_agents' has no attribute 'nothing'"),
+    ("my_agents.py:NOT_CALLABLE", "'NOT_CALLABLE' is a int, not callable"),
+    ("my_agents:no_keywords", "must accept the keyword arguments observation_shape and num_actions"),
+    ("broken:make", "importing 'broken' raised RuntimeError: boom"),
+    ("broken.py:make", "importing 'broken.py' raised RuntimeError: boom"),
+])
+def test_bad_names_give_one_line_errors(user_dir, spec, message):
+    with pytest.raises(ValueError) as err:
+        agent_builder(spec, observation_shape=(4,), num_actions=2)
+    assert str(err.value).startswith(f"bad agent {spec!r}: ") and message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("spec", ["my_agents:make", "my_agents.py:make"])
+def test_factory_becomes_a_zero_argument_builder(user_dir, spec):
+    builder = agent_builder(spec, observation_shape=[4], num_actions=2)
+    agent = builder()
+    assert (agent.observation_shape, agent.num_actions) == ((4,), 2)
+
+
+def test_user_code_is_pickled_by_value_for_workers(user_dir, tmp_path_factory):
+    import ray.cloudpickle
+
+    builder = agent_builder("my_agents.py:make", observation_shape=(4,), num_actions=2)
+    payload = tmp_path_factory.mktemp("payload") / "builder.pkl"
+    payload.write_bytes(ray.cloudpickle.dumps(builder))
+    # A process that cannot import my_agents (another directory) still builds the agent.
+    code = ("import pickle, sys; agent = pickle.load(open(sys.argv[1], 'rb'))(); "
+            "print(type(agent).__name__, agent.num_actions)")
+    proc = subprocess.run([sys.executable, "-c", code, str(payload)], cwd=payload.parent,
+                          capture_output=True, text=True, timeout=60, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["TinyAgent", "2"]
+
+
+def test_loss_spec_loads_a_function(user_dir):
+    assert callable(load("my_agents:make", what="loss"))
+    with pytest.raises(ValueError, match=r"^bad loss 'x'.*'module:function' or 'path/to/file.py:function'"):
+        load("x", what="loss")
+
+
+EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
+                       "custom_agent.py")
+
+
+@pytest.mark.parametrize("flag, spec, message", [
+    ("--agent", "make_agent", "bad agent 'make_agent': expected 'module:factory'"),
+    ("--agent", "no_such_module_xyz:make", "bad agent 'no_such_module_xyz:make': no module named"),
+    ("--agent", f"{EXAMPLE}:nothing", "has no attribute 'nothing'"),
+    ("--agent", f"{EXAMPLE}:L2_COST", "'L2_COST' is a float, not callable"),
+    ("--loss", "nowhere/loss.py:fn", "bad loss 'nowhere/loss.py:fn': no file 'nowhere/loss.py'"),
+])
+def test_cli_bad_agent_or_loss_exits_2_and_writes_nothing(tmp_path, flag, spec, message):
+    proc = subprocess.run([sys.executable, "-m", "impala_rep", "train", flag, spec,
+                           "--logdir", str(tmp_path / "run")], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("impala-rep: error: ") and message in last, proc.stderr[-2000:]
+    assert not (tmp_path / "run").exists()
