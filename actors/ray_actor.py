@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable
 
 import ray
 
-__all__ = ["RayActor", "create_actors"]
+__all__ = ["RayActor", "create_actor"]
 
 
 class _ActorProcess:
     def __init__(self, *, env_id: str, envs_per_actor: int, unroll_length: int, seed: int,
-                 agent_factory: Callable[[], Any], learner):
+                 agent_factory: Callable[[], Any], learner, sticky_actions: float | None = None,
+                 episodic_life: bool = False):
         import tensorflow as tf
 
         # Many actor processes share few cores: one thread each for TensorFlow's
@@ -21,11 +23,15 @@ class _ActorProcess:
         from impala_rep.actors.actor import Actor
         from impala_rep.envs.factory import make_vector_env
 
-        env = make_vector_env(env_id, num_envs=envs_per_actor, seed=seed)
+        env = make_vector_env(env_id, num_envs=envs_per_actor, seed=seed,
+                              sticky_actions=sticky_actions, episodic_life=episodic_life)
         self._actor = Actor(env=env, agent=agent_factory(), unroll_length=unroll_length, seed=seed)
         self._learner = learner
         version, published = ray.get(learner.latest_weights.remote())
         self._actor.set_weights(ray.get(published[0]), version)
+
+    def pid(self) -> int:
+        return os.getpid()
 
     def run(self, max_unrolls: int | None = None) -> int:
         from impala_rep.actors.actor_loop import run_actor_loop
@@ -42,12 +48,10 @@ class _ActorProcess:
 RayActor = ray.remote(_ActorProcess)
 
 
-def create_actors(*, config, agent_factory, learner) -> list:
-    """Starts `config.num_actors` actor processes with distinct seeds."""
-    return [
-        RayActor.options(num_cpus=1).remote(
-            env_id=config.env, envs_per_actor=config.envs_per_actor,
-            unroll_length=config.unroll_length, seed=config.seed * 1000 + index + 1,
-            agent_factory=agent_factory, learner=learner)
-        for index in range(config.num_actors)
-    ]
+def create_actor(*, config, agent_factory, learner, seed: int):
+    """Starts one actor process for `config` that feeds `learner`."""
+    return RayActor.options(num_cpus=1).remote(
+        env_id=config.env, envs_per_actor=config.envs_per_actor,
+        sticky_actions=config.sticky_actions, episodic_life=config.episodic_life,
+        unroll_length=config.unroll_length, seed=seed,
+        agent_factory=agent_factory, learner=learner)

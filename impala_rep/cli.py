@@ -43,6 +43,7 @@ def _number(convert, what: str, is_allowed):
 _positive_int = _number(int, "a positive integer", lambda v: v >= 1)
 _positive_float = _number(float, "a positive number", lambda v: v > 0)
 _non_negative_float = _number(float, "a number >= 0", lambda v: v >= 0)
+_probability = _number(float, "a probability in [0, 1)", lambda v: 0 <= v < 1)
 
 
 def _add_train_arguments(train: argparse.ArgumentParser, preset: str | None) -> None:
@@ -54,8 +55,9 @@ def _add_train_arguments(train: argparse.ArgumentParser, preset: str | None) -> 
                        help="named settings: 'atari' selects the IMPALA paper's Atari hyperparameters; "
                             "flags given explicitly still win")
     train.add_argument("--network", choices=NETWORKS, default=d.network,
-                       help="agent network: auto (MLP for vectors, shallow IMPALA CNN for images), "
-                            f"mlp, shallow, deep (default: {d.network})")
+                       help="agent network: auto (MLP for vectors, shallow IMPALA CNN for images, "
+                            "minatar for images under 20x20), mlp, shallow, deep, minatar "
+                            f"(default: {d.network})")
     train.add_argument("--use-lstm", action="store_true", default=d.use_lstm,
                        help="add an LSTM core (state carried across unrolls, reset at episode ends)")
     train.add_argument("--env", default=d.env, help=f"gymnasium environment id (default: {d.env})")
@@ -73,7 +75,18 @@ def _add_train_arguments(train: argparse.ArgumentParser, preset: str | None) -> 
                        help=f"env frames to train on (default: {d.total_frames:,})")
     train.add_argument("--seed", type=int, default=d.seed, help=f"random seed (default: {d.seed})")
     train.add_argument("--logdir", default=None,
-                       help="new directory for config.json, metrics.jsonl and TensorBoard events")
+                       help="new directory for config.json, metrics.jsonl, TensorBoard events and "
+                            "checkpoints")
+    train.add_argument("--resume", default=None, metavar="LOGDIR",
+                       help="continue the run in LOGDIR from its newest checkpoint, with its saved "
+                            "settings; flags given as well change them (not --env or the agent's network)")
+    train.add_argument("--checkpoint-every", dest="checkpoint_every_s", type=_positive_float,
+                       default=d.checkpoint_every_s, metavar="SECONDS",
+                       help="seconds between checkpoints in LOGDIR/checkpoints; one is also written "
+                            f"at the end and on Ctrl-C/SIGTERM (default: {d.checkpoint_every_s:g})")
+    train.add_argument("--max-actor-failures", type=_positive_int, default=d.max_actor_failures,
+                       help="actor failures (each replaced) tolerated within 10 minutes before the run "
+                            f"stops (default: {d.max_actor_failures})")
     train.add_argument("--ray-address", default=None,
                        help="join this Ray cluster (e.g. auto or HOST:PORT); default: embedded local Ray")
     train.add_argument("--queue-capacity", type=_positive_int, default=d.queue_capacity,
@@ -98,25 +111,56 @@ def _add_train_arguments(train: argparse.ArgumentParser, preset: str | None) -> 
                        help=f"global gradient-norm clip (default: {d.max_grad_norm})")
     train.add_argument("--reward-clipping", choices=["abs_one", "none"], default=d.reward_clipping,
                        help=f"clip rewards to [-1, 1] in the learner or not (default: {d.reward_clipping})")
+    train.add_argument("--sticky-actions", type=_probability, default=d.sticky_actions, metavar="PROB",
+                       help="Atari and MinAtar: probability of repeating the previous action instead of "
+                            "the chosen one; default: the env's own (ALE/...-v5 0.25, ...NoFrameskip-v4 0 "
+                            "as in the IMPALA paper, MinAtar 0.1)")
+    train.add_argument("--episodic-life", action="store_true", default=d.episodic_life,
+                       help="Atari: a lost life ends the episode for training (ale-py then restarts the "
+                            "game, so returns are one life's score)")
+    train.add_argument("--agent", default=None, metavar="MODULE:FACTORY",
+                       help="your own agent: FACTORY(observation_shape=..., num_actions=...) returns a new "
+                            "Agent; MODULE is a module name (the current directory is searched) or a "
+                            "path/to/file.py. Replaces --network/--use-lstm (see docs/custom_agent.md)")
+    train.add_argument("--loss", default=None, metavar="MODULE:FUNCTION",
+                       help="your own learner loss (keyword arguments as impala_rep.loss_fn documents); "
+                            "default: the IMPALA V-trace loss")
+
+
+def _config_fields(args: argparse.Namespace) -> dict:
+    """The parsed values that are `TrainConfig` fields (every train flag's dest is one,
+    except --preset and --resume)."""
+    import dataclasses
+
+    from impala_rep.config import TrainConfig
+
+    names = {field.name for field in dataclasses.fields(TrainConfig)}
+    return {name: value for name, value in vars(args).items() if name in names}
 
 
 def config_from_args(args: argparse.Namespace):
     from impala_rep.config import TrainConfig
 
-    return TrainConfig(
-        env=args.env, num_actors=args.num_actors, envs_per_actor=args.envs_per_actor,
-        unroll_length=args.unroll_length, batch_size=args.batch_size,
-        learner_devices=args.learner_devices, total_frames=args.total_frames, seed=args.seed,
-        logdir=args.logdir, ray_address=args.ray_address, learning_rate=args.learning_rate,
-        entropy_cost=args.entropy_cost, baseline_cost=args.baseline_cost, discount=args.discount,
-        clip_rho_threshold=args.clip_rho_threshold, clip_pg_rho_threshold=args.clip_pg_rho_threshold,
-        max_grad_norm=args.max_grad_norm, reward_clipping=args.reward_clipping,
-        queue_capacity=args.queue_capacity, network=args.network, use_lstm=args.use_lstm,
-        rmsprop_epsilon=args.rmsprop_epsilon, rmsprop_decay=args.rmsprop_decay,
-    )
+    return TrainConfig(**_config_fields(args))
 
 
-def build_parser(preset: str | None = None) -> argparse.ArgumentParser:
+def resume_config_from_args(args: argparse.Namespace, explicit: argparse.Namespace):
+    """The saved config of the run in `args.resume`, with the flags given explicitly applied."""
+    from impala_rep.resume import load_run_config, resumed_config
+
+    if getattr(explicit, "preset", None):
+        raise ValueError("--preset cannot be combined with --resume: the run keeps its settings; "
+                         "give the flags to change explicitly")
+    if getattr(explicit, "logdir", None) not in (None, args.resume):
+        raise ValueError(f"--logdir {explicit.logdir!r} differs from --resume {args.resume!r}: a "
+                         "resumed run continues in its own directory")
+    saved = load_run_config(args.resume)
+    return resumed_config(saved, _config_fields(explicit) | {"logdir": args.resume})
+
+
+def build_parser(preset: str | None = None, *, explicit_only: bool = False) -> argparse.ArgumentParser:
+    """The `impala-rep` parser; `explicit_only` leaves out train's defaults, so the
+    namespace holds just the flags that were given."""
     parser = argparse.ArgumentParser(prog="impala-rep", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo = commands.add_parser(
@@ -129,6 +173,11 @@ def build_parser(preset: str | None = None) -> argparse.ArgumentParser:
     demo.add_argument("--batch-size", type=_positive_int, default=64, help="global batch size (default: 64)")
     train = commands.add_parser("train", help="train an IMPALA agent on Ray")
     _add_train_arguments(train, preset)
+    if explicit_only:
+        # argparse has no public switch for this; SUPPRESS as a default is its
+        # documented way to leave an attribute out when the flag is absent.
+        for action in train._actions:
+            action.default = argparse.SUPPRESS
     plot = commands.add_parser("plot", help="write PNG plots of a run's metrics")
     plot.add_argument("logdir", help="a run directory written by `impala-rep train --logdir`")
     return parser
@@ -141,6 +190,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if getattr(args, "preset", None):
         args = build_parser(args.preset).parse_args(argv)
     return args
+
+
+def explicit_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Only the flags given on the command line (no defaults): what `--resume` changes."""
+    return build_parser(explicit_only=True).parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,15 +220,24 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "train":
         try:
-            config = config_from_args(args)
+            if args.resume is not None:
+                config = resume_config_from_args(args, explicit_args(argv))
+            else:
+                config = config_from_args(args)
         except ValueError as err:
             parser.error(str(err))
-        from impala_rep.training import SetupError, train
+        from impala_rep.shutdown import exit_code
+        from impala_rep.training import SetupError, TrainingFailed, TrainingInterrupted, train
 
         try:
-            train(config)
+            train(config, resume=args.resume is not None)
         except SetupError as err:  # raised before anything started or was written
             parser.error(str(err))
+        except TrainingFailed as err:
+            print(f"impala-rep: error: {err}", file=sys.stderr)
+            return 1
+        except TrainingInterrupted as stop:
+            return exit_code(stop.signum)
         return 0
     if args.command == "plot":
         from impala_rep.plotting import plot_run

@@ -15,7 +15,7 @@ from impala_rep.learner.device_spec import parse_devices
 
 __all__ = ["TrainConfig", "PRESETS", "NETWORKS"]
 
-NETWORKS = ("auto", "mlp", "shallow", "deep")
+NETWORKS = ("auto", "mlp", "shallow", "deep", "minatar")
 
 # Named settings selected with `--preset`; flags given explicitly still win.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -65,14 +65,30 @@ class TrainConfig:
     max_grad_norm: float = 40.0
     reward_clipping: str = "abs_one"
     hidden_sizes: tuple[int, ...] = (64, 64)
-    network: str = "auto"             # auto: an MLP for vectors, the shallow IMPALA CNN for images
+    network: str = "auto"             # auto: an MLP for vectors, a CNN for images (shallow; minatar below 20x20)
     use_lstm: bool = False
+    # Env options (impala_rep.envs.factory.check_env_options says where they apply).
+    # sticky_actions: repeat-action probability for Atari and MinAtar ids; None keeps the
+    # env's own (ALE/...-v5 0.25, ...NoFrameskip-v4 0 as in the IMPALA paper, MinAtar 0.1).
+    # episodic_life: Atari only, a lost life ends the episode for training.
+    sticky_actions: float | None = None
+    episodic_life: bool = False
     queue_capacity: int = 1           # unroll blocks queued before actors wait; a deeper queue only adds policy lag
     report_every_s: float = 2.0
+    # Reliability (docs/long_jobs.md): checkpoints in LOGDIR/checkpoints every this many
+    # seconds and at the end; more than max_actor_failures actor failures within 10 minutes
+    # stop the run (an env that crashes on every start would otherwise loop forever).
+    checkpoint_every_s: float = 600.0
+    max_actor_failures: int = 10
+    # User code (impala_rep.user_code): an agent factory 'module:factory' replaces the
+    # built-in agent (network, use_lstm and hidden_sizes then do not apply), and a loss
+    # 'module:function' replaces the IMPALA loss. Resolved by train(), before Ray starts.
+    agent: str | None = None
+    loss: str | None = None
 
     def __post_init__(self):
         for name in ("num_actors", "envs_per_actor", "unroll_length", "batch_size", "total_frames",
-                     "queue_capacity"):
+                     "queue_capacity", "max_actor_failures"):
             value = getattr(self, name)
             _require(isinstance(value, int) and value >= 1, name, value, "must be a positive integer")
         _require(isinstance(self.env, str) and bool(self.env), "env", self.env, "must be a gymnasium id")
@@ -82,7 +98,8 @@ class TrainConfig:
             _require(self.batch_size % replicas == 0, "batch_size", self.batch_size,
                      f"must split evenly over the {replicas} learner replicas of "
                      f"{self.learner_devices!r}; use a multiple of {replicas}")
-        for name in ("learning_rate", "rmsprop_epsilon", "max_grad_norm", "report_every_s"):
+        for name in ("learning_rate", "rmsprop_epsilon", "max_grad_norm", "report_every_s",
+                     "checkpoint_every_s"):
             value = getattr(self, name)
             _require(math.isfinite(value) and value > 0, name, value, "must be a positive number")
         for name in ("entropy_cost", "baseline_cost"):
@@ -100,6 +117,22 @@ class TrainConfig:
                  "the MLP agent has no LSTM core; use --network shallow or deep with --use-lstm")
         _require(len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes),
                  "hidden_sizes", self.hidden_sizes, "must be one or more positive layer sizes")
+        sticky = self.sticky_actions
+        _require(sticky is None or (isinstance(sticky, (int, float)) and not isinstance(sticky, bool)
+                                    and 0.0 <= sticky < 1.0),
+                 "sticky_actions", sticky, "must be a probability in [0, 1), or None for the env's own")
+        _require(isinstance(self.episodic_life, bool), "episodic_life", self.episodic_life,
+                 "must be True or False")
+        if sticky is not None or self.episodic_life:
+            # Imported only when used: the env package pulls in gymnasium.
+            from impala_rep.envs.factory import check_env_options
+
+            check_env_options(self.env, sticky_actions=sticky, episodic_life=self.episodic_life)
+        from impala_rep.user_code import check_spec  # syntax only; importing happens in train()
+
+        for what in ("agent", "loss"):
+            if getattr(self, what) is not None:
+                check_spec(getattr(self, what), what=what)
 
     @property
     def steps_per_update(self) -> int:
@@ -116,3 +149,16 @@ class TrainConfig:
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "TrainConfig":
+        """The inverse of `to_json`; fields a newer version added keep their defaults,
+        unknown fields raise ValueError."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown config fields {', '.join(unknown)}")
+        values = dict(data)
+        if "hidden_sizes" in values:  # JSON has lists, the config tuples
+            values["hidden_sizes"] = tuple(values["hidden_sizes"])
+        return cls(**values)

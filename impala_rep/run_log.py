@@ -1,4 +1,4 @@
-"""What a run leaves in its logdir: config.json, metrics.jsonl and TensorBoard events."""
+"""What a run leaves in its logdir: config.json, metrics.jsonl, events.jsonl and TensorBoard events."""
 
 from __future__ import annotations
 
@@ -31,7 +31,9 @@ class RunLog:
         import tensorflow as tf
 
         self.logdir = pathlib.Path(logdir)
+        # Appending: a resumed run continues the same files.
         self._jsonl = open(self.logdir / "metrics.jsonl", "a", buffering=1)
+        self._events = None  # events.jsonl, opened at the first event
         self._writer = tf.summary.create_file_writer(str(self.logdir / "tensorboard"))
         self._tf = tf
 
@@ -42,8 +44,16 @@ class RunLog:
                 if key != "frames" and isinstance(value, (int, float)) and value is not None:
                     self._tf.summary.scalar(key, float(value))
 
+    def event(self, record: dict[str, Any]) -> None:
+        """Appends one event (an actor restart, ...) to events.jsonl."""
+        if self._events is None:
+            self._events = open(self.logdir / "events.jsonl", "a", buffering=1)
+        self._events.write(json.dumps(record) + "\n")
+
     def close(self) -> None:
         self._jsonl.close()
+        if self._events is not None:
+            self._events.close()
         self._writer.flush()
         self._writer.close()
 

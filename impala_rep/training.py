@@ -8,9 +8,7 @@ line. Training itself never passes through the driver.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import functools
 import logging
 import os
 import pathlib
@@ -19,15 +17,29 @@ import time
 from typing import Any, Callable, TextIO
 
 from impala_rep.config import TrainConfig
+from impala_rep.learner.service import RETURN_WINDOW
+from impala_rep.resume import check_resumable, newest_checkpoint
 from impala_rep.run_log import RunLog, write_json_atomically
+from impala_rep.shutdown import StopSignals
 
-__all__ = ["train", "TrainResult", "SetupError", "default_agent_factory"]
-
-_RETURN_WINDOW = 100  # episodes in the reported mean return, as is usual for CartPole/Atari
+__all__ = ["train", "TrainResult", "SetupError", "TrainingFailed", "TrainingInterrupted",
+           "default_agent_factory"]
 
 
 class SetupError(ValueError):
     """A bad run setting, found before anything was started or written (the CLI exits 2)."""
+
+
+class TrainingFailed(RuntimeError):
+    """The run stopped on a failure; the message says which and how to resume (the CLI exits 1)."""
+
+
+class TrainingInterrupted(Exception):
+    """SIGINT or SIGTERM stopped the run after a clean shutdown (the CLI exits 128 + signal)."""
+
+    def __init__(self, signum: int, result: "TrainResult"):
+        super().__init__(f"stopped by signal {signum}")
+        self.signum, self.result = signum, result
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +50,7 @@ class TrainResult:
     episodes: int
     episode_return_mean: float | None
     records: list[dict[str, Any]]
+    actor_restarts: int = 0
 
 
 def default_agent_factory(config: TrainConfig, observation_shape, num_actions: int) -> Callable[[], Any]:
@@ -113,7 +126,7 @@ def _summary_table(result: TrainResult, config: TrainConfig) -> str:
         ("episodes", f"{result.episodes:,}"),
         ("wall time", f"{result.wall_s:.1f} s"),
         ("frames / s (overall)", f"{env_fps:,.0f}"),
-        (f"final mean return (last {_RETURN_WINDOW})",
+        (f"final mean return (last {RETURN_WINDOW})",
          "n/a" if result.episode_return_mean is None else f"{result.episode_return_mean:.1f}"),
         ("best mean return", "n/a" if not returns else f"{max(returns):.1f}"),
     ]
@@ -142,30 +155,50 @@ def check_logdir(logdir: str | None) -> None:
 
 
 def train(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
-          out: TextIO | None = None) -> TrainResult:
+          loss: Callable[..., Any] | None = None, out: TextIO | None = None,
+          resume: bool = False) -> TrainResult:
     """Trains `config.total_frames` env frames with IMPALA and returns the run's summary.
 
     Args:
       config: the run's settings.
       agent: a picklable zero-argument callable returning a new, unbuilt `Agent`
         (the learner and every actor process build their own copy). Default: the
-        built-in agent that `config.network` / `config.use_lstm` select.
+        built-in agent that `config.network` / `config.use_lstm` select, or the
+        factory `config.agent` names (`impala_rep.user_code`; not both).
+      loss: a picklable loss function for the learner (`impala_rep.loss_fn.LossFn`).
+        Default: the function `config.loss` names, else the IMPALA loss.
       out: where the progress lines and the summary go (default: sys.stdout).
+      resume: continue the run in `config.logdir` from its newest readable
+        checkpoint (`impala_rep.resume` says which settings may change).
+
+    Raises:
+      SetupError: a bad setting, found before anything started or was written.
+      TrainingFailed: the learner died or stopped on a non-finite loss, or actors
+        kept failing; the message says what happened and how to resume.
+      TrainingInterrupted: SIGINT/SIGTERM stopped the run cleanly (checkpoint
+        saved, actors stopped, logs flushed); `.result` holds what was done.
 
     `wall_s` in the records and the result counts from this call, start-up included.
     """
     start = time.monotonic()
     out = sys.stdout if out is None else out  # looked up per call: callers may redirect stdout
     from impala_rep.envs.factory import describe_env
+    from impala_rep.user_code import resolve_agent_and_loss
 
     try:  # fail fast, before Ray starts or anything is written
         env_spec = describe_env(config.env)
-        check_logdir(config.logdir)
+        if resume:
+            check_resumable(config)
+        else:
+            check_logdir(config.logdir)
+        agent_factory, loss = resolve_agent_and_loss(
+            agent_spec=config.agent, loss_spec=config.loss, agent=agent, loss=loss,
+            observation_shape=env_spec.observation_shape, num_actions=env_spec.num_actions)
+        if agent_factory is None:  # e.g. a network that does not fit the observation
+            agent_factory = default_agent_factory(config, env_spec.observation_shape,
+                                                  env_spec.num_actions)
     except ValueError as err:
         raise SetupError(str(err)) from None
-    agent_factory = agent
-    if agent_factory is None:
-        agent_factory = default_agent_factory(config, env_spec.observation_shape, env_spec.num_actions)
     logdir = None
     if config.logdir is not None:
         logdir = pathlib.Path(config.logdir)
@@ -177,75 +210,169 @@ def train(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
 
     import ray
 
-    from impala_rep.actors.ray_actor import create_actors
+    from impala_rep.actors.ray_actor import create_actor
+    from impala_rep.actors.supervisor import ActorCrashLoop, ActorSupervisor
     from impala_rep.learner.ray_learner import create_learner
 
     started_ray = _start_ray(config)
     run_log = RunLog(logdir) if logdir is not None else None
     progress = _Progress(out, config.total_frames)
-    print(f"impala-rep: training {config.env} with {config.num_actors} actors x "
-          f"{config.envs_per_actor} envs, learner on {config.learner_devices!r}, "
+    print(f"impala-rep: {'resuming' if resume else 'training'} {config.env} with {config.num_actors} "
+          f"actors x {config.envs_per_actor} envs, learner on {config.learner_devices!r}, "
           f"{config.total_frames:,} frames" + (f", logdir {logdir}" if logdir else ""), file=out)
     records: list[dict[str, Any]] = []
-    recent_returns: collections.deque = collections.deque(maxlen=_RETURN_WINDOW)
-    episodes = 0
+    failure: str | None = None
+    last_checkpoint = None
+    signals = StopSignals(out=out, on_second=ray.shutdown if started_ray else lambda: None)
+    learner = supervisor = None
+    learner_alive = True
     try:
-        learner = create_learner(config, env_spec.observation_shape, agent_factory, env_spec.frame_skip)
-        # The learner counts agent steps; users see env frames (x frame skip, 4 on Atari).
-        skip = env_spec.frame_skip
-        actors = create_actors(config=config, agent_factory=agent_factory, learner=learner)
-        runs = [a.run.remote() for a in actors]
-        last = {"t": time.monotonic(), "produced": 0, "consumed": 0, "busy": 0.0}
-        while True:
-            finished, _ = ray.wait(runs, timeout=config.report_every_s, num_returns=len(runs))
-            report = ray.get(learner.report.remote())
-            if report["error"]:
-                raise RuntimeError(f"the learner failed:\n{report['error']}")
-            ray.get(finished)  # re-raises an actor's failure
-            now = time.monotonic()
-            dt = max(now - last["t"], 1e-9)
-            recent_returns.extend(report["episode_returns"])
-            episodes += len(report["episode_returns"])
-            metrics = report["metrics"]
-            produced, consumed = skip * report["frames_produced"], skip * report["frames_consumed"]
-            record = {
-                "frames": consumed,
-                "wall_s": round(now - start, 3),
-                "env_fps": (produced - last["produced"]) / dt,
-                "learner_fps": (consumed - last["consumed"]) / dt,
-                "episode_return_mean": (sum(recent_returns) / len(recent_returns)) if recent_returns else None,
-                "episodes": episodes,
-                "policy_lag_mean": metrics.get("policy_lag_mean"),
-                "policy_lag_max": metrics.get("policy_lag_max"),
-                "queue_size": report["queue_size"],
-                "loss": metrics.get("loss"),
-                "grad_norm": metrics.get("grad_norm"),
-                "vtrace_rho_clipped_fraction": metrics.get("vtrace_rho_clipped_fraction"),
-                "entropy": metrics.get("entropy"),
-                "learning_rate": metrics.get("learning_rate"),
-                "learner_steps": report["learner_steps"],
-                "learner_busy_fraction": (report["learner_busy_s"] - last["busy"]) / dt,
-                "frames_produced": produced,
-                "frames_queued": skip * report["frames_queued"],
-            }
-            last = {"t": now, "produced": produced, "consumed": consumed, "busy": report["learner_busy_s"]}
-            records.append(record)
-            if run_log is not None:
-                run_log.write(record)
-            progress.update(record)
-            if report["done"]:
-                break
-        progress.finish()
-        ray.get(learner.stop.remote())
-        ray.get(runs, timeout=60)
+        with signals:
+            learner = create_learner(config, env_spec.observation_shape, agent_factory,
+                                     env_spec.frame_skip, loss_fn=loss, resume=resume)
+            # The learner counts agent steps; users see env frames (x frame skip, 4 on Atari).
+            skip = env_spec.frame_skip
+            try:  # waits for the learner to be built (and restored)
+                first = ray.get(learner.report.remote())
+            except ray.exceptions.RayActorError as err:
+                raise TrainingFailed(f"the learner could not start: {_first_line(err)}") from None
+            if resume:
+                print(f"impala-rep: resumed from {ray.get(learner.restored_from.remote())} "
+                      f"(learner step {first['learner_steps']:,}, {skip * first['frames_consumed']:,} "
+                      "frames)", file=out)
+            last_checkpoint = first["last_checkpoint"]
+            supervisor = ActorSupervisor(
+                create=lambda slot, seed: create_actor(config=config, agent_factory=agent_factory,
+                                                       learner=learner, seed=seed),
+                num_actors=config.num_actors, seed=config.seed, start_step=first["learner_steps"],
+                max_failures=config.max_actor_failures)
+            last = {"t": time.monotonic(), "produced": skip * first["frames_produced"],
+                    "consumed": skip * first["frames_consumed"], "busy": 0.0}
+            while True:
+                try:
+                    failures = supervisor.poll(config.report_every_s)
+                except ActorCrashLoop as err:
+                    failure = f"actors keep failing: {err}"
+                    break
+                try:
+                    report = ray.get(learner.report.remote())
+                except ray.exceptions.RayActorError:
+                    failure, learner_alive = _LEARNER_DIED, False
+                    break
+                now = time.monotonic()
+                for event in failures:
+                    print(f"\nimpala-rep: actor {event.slot} failed ({event.cause}); started a "
+                          f"replacement (actor restarts: {event.restarts})", file=out, flush=True)
+                    if run_log is not None:
+                        run_log.event({"event": "actor_restart", "wall_s": round(now - start, 3),
+                                       "actor": event.slot, "cause": event.cause,
+                                       "actor_restarts": event.restarts})
+                record = _record(report, last, now=now, start=start, skip=skip,
+                                 actor_restarts=supervisor.restarts)
+                last = {"t": now, "produced": record["frames_produced"], "consumed": record["frames"],
+                        "busy": report["learner_busy_s"]}
+                last_checkpoint = report["last_checkpoint"]
+                records.append(record)
+                if run_log is not None:
+                    run_log.write(record)
+                progress.update(record)
+                if report["error"]:
+                    failure = f"the learner failed:\n{report['error']}"
+                    break
+                if report["non_finite"]:
+                    failure = f"training stopped: {report['non_finite']}"
+                    break
+                if report["done"] or signals.received is not None:
+                    break
+            progress.finish()
+            # Stop the learner first: actors blocked on its full queue are released
+            # and their loops end; then the final checkpoint (the learner writes none
+            # after a non-finite step or an error: the last good one stays newest).
+            if learner_alive:
+                try:
+                    ray.get(learner.stop.remote())
+                    last_checkpoint = ray.get(learner.save.remote()) or last_checkpoint
+                except ray.exceptions.RayActorError:
+                    failure = failure or _LEARNER_DIED
+            if failure is None:
+                # One last record after the stop: the counters there are final, and
+                # frames_produced == frames + frames_queued reconciles the whole run.
+                record = _record(ray.get(learner.report.remote()), last, now=time.monotonic(),
+                                 start=start, skip=skip, actor_restarts=supervisor.restarts)
+                records.append(record)
+                if run_log is not None:
+                    run_log.write(record)
     finally:
+        if supervisor is not None:
+            supervisor.stop(timeout_s=30.0)
+        if learner is not None and not started_ray:
+            ray.kill(learner)  # on a shared cluster nothing of this run may linger
         if run_log is not None:
             run_log.close()
         if started_ray:
             ray.shutdown()
+    if failure is not None:
+        if config.logdir is not None:  # a checkpoint written after the last report counts too
+            last_checkpoint = newest_checkpoint(config.logdir) or last_checkpoint
+        raise TrainingFailed(_failure_message(failure, config, last_checkpoint))
     final = records[-1]
     result = TrainResult(frames=final["frames"], wall_s=time.monotonic() - start,
-                         learner_steps=final["learner_steps"], episodes=episodes,
-                         episode_return_mean=final["episode_return_mean"], records=records)
+                         learner_steps=final["learner_steps"], episodes=final["episodes"],
+                         episode_return_mean=final["episode_return_mean"], records=records,
+                         actor_restarts=final["actor_restarts"])
     print("\n" + _summary_table(result, config), file=out)
+    if last_checkpoint is not None:
+        print(f"  checkpoint: {last_checkpoint[0]} (continue with: impala-rep train --resume "
+              f"{config.logdir})", file=out)
+    if signals.received is not None:
+        raise TrainingInterrupted(signals.received, result)
     return result
+
+
+_LEARNER_DIED = "the learner process died"
+
+
+def _record(report: dict[str, Any], last: dict[str, Any], *, now: float, start: float, skip: int,
+            actor_restarts: int) -> dict[str, Any]:
+    """One metrics.jsonl record from a learner report (frames in env frames: x `skip`)."""
+    dt = max(now - last["t"], 1e-9)
+    metrics = report["metrics"]
+    produced, consumed = skip * report["frames_produced"], skip * report["frames_consumed"]
+    return {
+        "frames": consumed,
+        "wall_s": round(now - start, 3),
+        "env_fps": (produced - last["produced"]) / dt,
+        "learner_fps": (consumed - last["consumed"]) / dt,
+        "episode_return_mean": report["episode_return_mean"],
+        "episodes": report["episodes"],
+        "policy_lag_mean": metrics.get("policy_lag_mean"),
+        "policy_lag_max": metrics.get("policy_lag_max"),
+        "queue_size": report["queue_size"],
+        "loss": metrics.get("loss"),
+        "grad_norm": metrics.get("grad_norm"),
+        "vtrace_rho_clipped_fraction": metrics.get("vtrace_rho_clipped_fraction"),
+        "entropy": metrics.get("entropy"),
+        "learning_rate": metrics.get("learning_rate"),
+        "learner_steps": report["learner_steps"],
+        "learner_busy_fraction": (report["learner_busy_s"] - last["busy"]) / dt,
+        "frames_produced": produced,
+        "frames_queued": skip * report["frames_queued"],
+        "actor_restarts": actor_restarts,
+    }
+
+
+def _first_line(error: Exception) -> str:
+    """The innermost error's first line (Ray wraps an actor's constructor error)."""
+    cause = getattr(error, "cause", None) or error
+    lines = [line for line in str(cause).splitlines() if line.strip()]
+    return f"{type(cause).__name__}: {lines[-1] if lines else ''}"
+
+
+def _failure_message(failure: str, config: TrainConfig, last_checkpoint) -> str:
+    if config.logdir is None:
+        return f"{failure}; no checkpoint was kept (run with --logdir to be able to resume)"
+    if last_checkpoint is None:
+        return f"{failure}; no checkpoint was written yet, so the run cannot be resumed"
+    path, step = last_checkpoint
+    return (f"{failure}\nthe last good checkpoint is {path} (learner step {step:,}); continue with: "
+            f"impala-rep train --resume {config.logdir}")

@@ -29,6 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from impala_rep.agent import Agent, AgentInputs
+from impala_rep.learner.checkpointing import restore_newest_readable
 from impala_rep.learner.replicator import (
     ReplicatedOptimizer,
     Replicator,
@@ -36,10 +37,19 @@ from impala_rep.learner.replicator import (
     all_reduce_gradients,
     num_replicas,
 )
-from impala_rep.losses import impala_loss
+from impala_rep.loss_fn import LossFn, impala_loss_fn
 from impala_rep.unroll import TIME_MAJOR_DTYPES, Unroll
 
-__all__ = ["LearnerHyperparams", "Learner"]
+__all__ = ["LearnerHyperparams", "Learner", "NonFiniteError"]
+
+
+class NonFiniteError(FloatingPointError):
+    """A learner step produced a NaN or infinite loss or gradient; nothing was applied."""
+
+    def __init__(self, metrics: list[str], step: int):
+        self.metrics, self.step = metrics, step
+        super().__init__(f"non-finite {', '.join(metrics)} at learner step {step}; "
+                         "the update was not applied")
 
 REWARD_CLIPPING = ("abs_one", "none")
 
@@ -129,6 +139,9 @@ class Learner:
         plain SGD in tests). Its learning rate is used as given (no decay). It
         must be constructed inside `replicator.scope()` (checked, ValueError):
         Keras creates its step counter in the constructor.
+      loss_fn: the per-replica loss, called with keywords as `impala_rep.loss_fn`
+        documents; returns `(loss, metrics)`. Default: `impala_loss_fn`, the
+        IMPALA V-trace loss with `hyperparams`' costs.
 
     Batch layout on the devices: `Replicator.run` splits every input along ONE
     axis, so the time-major fields go with `batch_axis=1`, `initial_state`
@@ -145,10 +158,12 @@ class Learner:
         hyperparams: LearnerHyperparams,
         observation_shape: Sequence[int],
         optimizer: Any = None,
+        loss_fn: LossFn | None = None,
     ):
         self._agent = agent
         self._replicator = replicator
         self._hp = hyperparams
+        self._loss_fn = impala_loss_fn if loss_fn is None else loss_fn
         with replicator.scope():
             agent.build(tuple(observation_shape))
             if optimizer is None:
@@ -208,6 +223,12 @@ class Learner:
         return self._optimizer
 
     @property
+    def checkpoint(self) -> tf.train.Checkpoint:
+        """The learner's trackable state (agent weights, optimizer state, step), for
+        embedding in a larger checkpoint (see `learner/checkpointing.py`)."""
+        return self._checkpoint
+
+    @property
     def num_steps(self) -> int:
         """Updates applied so far: the version of the current weights."""
         return int(self._num_steps.numpy())
@@ -249,19 +270,16 @@ class Learner:
         replicas = num_replicas()
         with tf.GradientTape() as tape:
             outputs, _ = self._agent.unroll(inputs, state)  # over all T+1 observations
-            loss, metrics = impala_loss(
-                target_logits=outputs.policy_logits[:-1],
+            # The loss hook's contract (keywords, shapes) is impala_rep.loss_fn's.
+            loss, metrics = self._loss_fn(
+                agent=self._agent,
+                inputs=inputs,
+                outputs=outputs,
                 behaviour_logits=batch["behaviour_logits"],
                 actions=batch["actions"],
-                values=outputs.baseline[:-1],
-                bootstrap_value=outputs.baseline[-1],
                 rewards=rewards,
                 discounts=discounts,
-                baseline_cost=hp.baseline_cost,
-                entropy_cost=hp.entropy_cost,
-                clip_rho_threshold=hp.clip_rho_threshold,
-                clip_pg_rho_threshold=hp.clip_pg_rho_threshold,
-                lambda_=hp.lambda_,
+                hyperparams=hp,
             )
             # The loss is a SUM over this replica's shard (as in the paper), but
             # gradients are MEAN-reduced over replicas. Scaling by the replica count
@@ -281,17 +299,32 @@ class Learner:
             scale = tf.minimum(tf.ones_like(grad_norm), max_norm / grad_norm)
             grads = [_scale_gradient(g, scale) for g in grads]
 
+        # A custom loss_fn may report any subset of metrics; tf.distribute cannot
+        # all-reduce an empty structure, so an empty group is skipped.
+        summed = {k: v for k, v in metrics.items() if k in _SUMMED_METRICS}
+        summed = all_reduce(summed, op="sum") if summed else {}
+        averaged = {k: v for k, v in metrics.items() if k not in _SUMMED_METRICS}
+        averaged = all_reduce(averaged, op="mean") if averaged else {}
+        # A non-finite loss or gradient on any replica must not reach the weights.
+        # grad_norm is global already; the loss is summed over replicas so every
+        # replica takes the same decision. Zeroed gradients (rather than a tf.cond
+        # around the update, which would put the optimizer's cross-replica
+        # merge_call inside a cond branch) leave the weights unchanged; `step`
+        # then raises, so the optimizer's own step/slot decay for this update is
+        # never checkpointed or published.
+        finite = tf.logical_and(tf.math.is_finite(grad_norm),
+                                tf.math.is_finite(all_reduce(loss, op="sum")))
+        grads = [_zero_unless(finite, g) for g in grads]
+
         # Read before applying: the rate this update uses (Keras evaluates a
         # schedule at the optimizer's step counter, which apply_gradients advances).
         learning_rate = tf.cast(tf.convert_to_tensor(self._optimizer.learning_rate), tf.float32)
         self._optimizer.apply_reduced_gradients(zip(grads, variables))
-
-        summed = all_reduce({k: metrics[k] for k in _SUMMED_METRICS}, op="sum")
-        averaged = all_reduce({k: v for k, v in metrics.items() if k not in _SUMMED_METRICS}, op="mean")
         return {
             **{k: tf.cast(v, tf.float32) for k, v in {**summed, **averaged}.items()},
             "grad_norm": tf.cast(grad_norm, tf.float32),
             "learning_rate": learning_rate,
+            "finite": tf.cast(finite, tf.float32),
         }
 
     @staticmethod
@@ -329,12 +362,19 @@ class Learner:
           this update used), and `policy_lag_mean` / `policy_lag_max`: the number
           of updates between the weights that produced each unroll and the
           weights this update starts from (`num_steps - policy_version`).
+
+        Raises:
+          NonFiniteError: the loss or the gradient was NaN or infinite. The
+            weights and the step counter are left as they were.
         """
         version = self.num_steps
         results = self._replicator.run(self._step_fn, self._device_batch(batch), batch_axis=1)
-        self._num_steps.assign_add(1)
         # Every replica returns the same, already reduced, values.
         metrics = {name: float(value) for name, value in results[0].items()}
+        if not metrics.pop("finite"):
+            bad = sorted(name for name, value in metrics.items() if not math.isfinite(value))
+            raise NonFiniteError(bad or ["loss"], version)
+        self._num_steps.assign_add(1)
         lag = version - np.asarray(batch.policy_version, dtype=np.int64)
         metrics["policy_lag_mean"] = float(lag.mean())
         metrics["policy_lag_max"] = float(lag.max())
@@ -375,19 +415,27 @@ class Learner:
         return manager.save(checkpoint_number=self.num_steps)
 
     def restore(self, directory: str | os.PathLike) -> None:
-        """Restores the latest checkpoint in `directory` (written by `save`).
+        """Restores the newest readable checkpoint in `directory` (written by `save`).
 
         The learning-rate schedule continues from the restored optimizer step.
 
         Raises:
           FileNotFoundError: if `directory` holds no checkpoint.
         """
-        path = tf.train.latest_checkpoint(os.fspath(directory))
-        if path is None:
-            raise FileNotFoundError(f"no learner checkpoint in {os.fspath(directory)!r}")
         # Every variable exists already (built in __init__), so the restore is
-        # immediate; a mismatch (other agent architecture) raises here.
-        self._checkpoint.restore(path).assert_existing_objects_matched()
+        # immediate; a mismatch (other agent architecture) raises here, and an
+        # unreadable newest checkpoint falls back to the one before it.
+        restore_newest_readable(self._checkpoint, directory)
+
+
+def _zero_unless(condition: tf.Tensor, grad: Any) -> Any:
+    """`grad` if `condition`, else zeros of its shape (NaN * 0 would stay NaN)."""
+    if grad is None:
+        return None
+    if isinstance(grad, tf.IndexedSlices):
+        return tf.IndexedSlices(tf.where(condition, grad.values, tf.zeros_like(grad.values)),
+                                grad.indices, grad.dense_shape)
+    return tf.where(condition, grad, tf.zeros_like(grad))
 
 
 def _scale_gradient(grad: Any, scale: tf.Tensor) -> Any:

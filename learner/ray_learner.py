@@ -7,6 +7,7 @@ and the `Learner`, and serves `LearnerService`'s methods to actors and the drive
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable
 
 import ray
@@ -19,7 +20,8 @@ __all__ = ["RayLearner", "create_learner", "learner_gpus"]
 
 class _LearnerProcess:
     def __init__(self, config: TrainConfig, observation_shape: tuple[int, ...],
-                 agent_factory: Callable[[], Any], frame_skip: int = 1):
+                 agent_factory: Callable[[], Any], frame_skip: int = 1,
+                 loss_fn: Callable[..., Any] | None = None, resume: bool = False):
         from impala_rep import Replicator
 
         replicator = Replicator(config.learner_devices)
@@ -40,10 +42,26 @@ class _LearnerProcess:
             reward_clipping=config.reward_clipping,
         )
         learner = Learner(agent=agent_factory(), replicator=replicator, hyperparams=hyperparams,
-                          observation_shape=observation_shape)
+                          observation_shape=observation_shape, loss_fn=loss_fn)
+        checkpoint = None
+        if config.logdir is not None:
+            # The learner writes its own checkpoints: its variables live here. In a
+            # cluster, LOGDIR must be on storage this node can write (shared or local).
+            from impala_rep.learner.checkpointing import CHECKPOINT_SUBDIR, RunCheckpoint
+
+            checkpoint = RunCheckpoint(learner=learner,
+                                       directory=os.path.join(config.logdir, CHECKPOINT_SUBDIR))
         self._service = LearnerService(learner=learner, batch_size=config.batch_size,
                                        total_frames=config.total_agent_steps(frame_skip),
-                                       queue_capacity=config.queue_capacity, publish=ray.put)
+                                       queue_capacity=config.queue_capacity, publish=ray.put,
+                                       checkpoint=checkpoint,
+                                       checkpoint_every_s=config.checkpoint_every_s, resume=resume)
+
+    def restored_from(self) -> str | None:
+        return self._service.restored_from
+
+    def pid(self) -> int:
+        return os.getpid()
 
     def enqueue(self, unroll, stats=None):
         return self._service.enqueue(unroll, stats)
@@ -57,8 +75,8 @@ class _LearnerProcess:
     def stop(self):
         return self._service.stop()
 
-    def save(self, directory: str) -> str:
-        return self._service.save(directory)
+    def save(self):
+        return self._service.save()
 
     def get_weights(self):
         return self._service.get_weights()
@@ -75,11 +93,15 @@ def learner_gpus(devices: str) -> int:
     return spec.count or 1
 
 
-def create_learner(config: TrainConfig, observation_shape, agent_factory, frame_skip: int = 1):
+def create_learner(config: TrainConfig, observation_shape, agent_factory, frame_skip: int = 1,
+                   loss_fn: Callable[..., Any] | None = None, resume: bool = False):
     """Starts the learner actor. Its methods run concurrently: every actor may be
-    blocked in `enqueue` (back-pressure) while the driver still gets reports."""
+    blocked in `enqueue` (back-pressure) while the driver still gets reports.
+
+    `loss_fn` (picklable; None: the IMPALA loss) is the `Learner`'s loss hook.
+    `resume` restores the newest readable checkpoint in `config.logdir` first."""
     return RayLearner.options(
         num_cpus=1,
         num_gpus=learner_gpus(config.learner_devices),
         max_concurrency=config.num_actors + 4,
-    ).remote(config, tuple(observation_shape), agent_factory, frame_skip)
+    ).remote(config, tuple(observation_shape), agent_factory, frame_skip, loss_fn, resume)

@@ -7,10 +7,20 @@ background thread takes batches of `batch_size` unrolls and runs
 injected `publish` function (identity without Ray; `ray.put` under Ray, so every
 actor fetches one shared copy from the object store). `learner/ray_learner.py`
 wraps it as a Ray actor.
+
+Checkpoints (optional, a `RunCheckpoint`) are written by the training thread
+between steps, every `checkpoint_every_s`, and by `save` once training has
+stopped, so a checkpoint never sees a half-applied update.
+
+Accounting, in agent steps: `frames_produced == frames_consumed + frames_queued`
+in every report. A resumed service starts both produced and consumed at the
+checkpoint's consumed count: unrolls that were queued when the previous run
+stopped were never trained on and are produced again.
 """
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 import traceback
@@ -21,7 +31,9 @@ import numpy as np
 from impala_rep.learner.unroll_queue import QueueClosed, UnrollQueue
 from impala_rep.unroll import EpisodeStats, Unroll
 
-__all__ = ["LearnerService"]
+__all__ = ["LearnerService", "RETURN_WINDOW"]
+
+RETURN_WINDOW = 100  # episodes in the reported mean return, as is usual for CartPole/Atari
 
 
 class LearnerService:
@@ -30,30 +42,53 @@ class LearnerService:
     Args:
       learner: a `Learner` (step, get_weights, num_steps).
       batch_size: unrolls (env columns) per learner step.
-      total_frames: stop after consuming this many frames, counted as the queue
-        counts them (agent steps: T * columns).
+      total_frames: stop after consuming this many frames in the whole run
+        (resumed runs included), counted as the queue counts them (agent steps:
+        T * columns).
       queue_capacity: unroll blocks held before `enqueue` blocks.
       publish: turns the weight list into what actors receive (`ray.put` under Ray).
+      checkpoint: a `RunCheckpoint`, or None for no checkpoints.
+      checkpoint_every_s: seconds between checkpoints written while training.
+      resume: restore the newest readable checkpoint before training starts.
     """
 
     def __init__(self, *, learner, batch_size: int, total_frames: int, queue_capacity: int,
-                 publish: Callable[[list[np.ndarray]], Any] = lambda weights: weights):
+                 publish: Callable[[list[np.ndarray]], Any] = lambda weights: weights,
+                 checkpoint=None, checkpoint_every_s: float = 600.0, resume: bool = False):
         self._learner = learner
         self._batch_size = batch_size
         self._total_frames = total_frames
         self._publish = publish
+        self._checkpoint = checkpoint
+        self._checkpoint_every_s = checkpoint_every_s
         self._queue = UnrollQueue(queue_capacity)
         self._lock = threading.Lock()
-        self._episodes: list[EpisodeStats] = []
+        self._new_returns: list[float] = []
+        self._recent_returns: collections.deque = collections.deque(maxlen=RETURN_WINDOW)
+        self._base_frames = 0      # consumed before this service started (resume)
+        self._episodes = 0
         self._metrics: dict[str, float] = {}
         self._busy_s = 0.0
         self._step_started: float | None = None  # set while a step runs
         self._error: str | None = None
+        self._non_finite: str | None = None
+        self._last_checkpoint: tuple[str, int] | None = None  # (path, learner step)
+        self.restored_from: str | None = None
+        if resume:
+            if checkpoint is None:
+                raise ValueError("resume=True needs a checkpoint")
+            path, counters = checkpoint.restore()
+            self.restored_from = path
+            self._last_checkpoint = (path, learner.num_steps)
+            self._base_frames = counters.frames
+            self._episodes = counters.episodes
+            self._recent_returns.extend(counters.recent_returns)
         self._done = threading.Event()
         version, weights = learner.get_weights()
         # Actors hold the published object inside a list so that Ray passes the
         # reference through instead of resolving it on every reply.
         self._published = (version, [publish(weights)])
+        self._last_save_time = time.monotonic()
         self._thread = threading.Thread(target=self._train_loop, name="learner", daemon=True)
         self._thread.start()
 
@@ -75,7 +110,9 @@ class LearnerService:
     def report(self) -> dict[str, Any]:
         """Counters, latest step metrics and the episodes finished since the last report."""
         with self._lock:
-            episodes, self._episodes = self._episodes, []
+            new_returns, self._new_returns = self._new_returns, []
+            recent = list(self._recent_returns)
+            episodes = self._episodes
             metrics = dict(self._metrics)
             # Count a step in progress up to now, so each report gets the busy time
             # that fell inside it (a long step, e.g. the first one with tracing,
@@ -83,54 +120,97 @@ class LearnerService:
             busy_s = self._busy_s
             if self._step_started is not None:
                 busy_s += time.monotonic() - self._step_started
+            last_checkpoint = self._last_checkpoint
         # One locked read, so produced == consumed + queued holds in every report.
         counts = self._queue.counts()
-        returns = np.concatenate([e.returns for e in episodes]) if episodes else np.zeros(0)
-        lengths = np.concatenate([e.lengths for e in episodes]) if episodes else np.zeros(0)
         return {
             "learner_steps": self._learner.num_steps,
-            "frames_produced": counts.frames_put,
-            "frames_consumed": counts.frames_got,
+            "frames_produced": self._base_frames + counts.frames_put,
+            "frames_consumed": self._base_frames + counts.frames_got,
             "frames_queued": counts.frames_queued,
             "queue_size": counts.size,
             "learner_busy_s": busy_s,
-            "episode_returns": returns.tolist(),
-            "episode_lengths": lengths.tolist(),
+            "new_episode_returns": new_returns,
+            "episodes": episodes,
+            "episode_return_mean": float(np.mean(recent)) if recent else None,
             "metrics": metrics,
             "done": self._done.is_set(),
             "error": self._error,
+            "non_finite": self._non_finite,
+            "last_checkpoint": last_checkpoint,
         }
 
     def stop(self) -> None:
+        """Stops training after the step in progress; unblocks every waiting actor."""
         self._done.set()
         self._queue.close()
-        self._thread.join(timeout=30)
+        self._thread.join(timeout=300)
+
+    def save(self) -> tuple[str, int] | None:
+        """Writes a final checkpoint after `stop`; returns (path, learner step).
+
+        Writes nothing (and returns the last good checkpoint) if training stopped
+        on a non-finite loss or an error: the state in memory is not trusted then.
+        """
+        if self._thread.is_alive():
+            raise RuntimeError("save() needs the training thread stopped: call stop() first")
+        if self._checkpoint is None:
+            return None
+        if self._error is None and self._non_finite is None:
+            self._save_checkpoint()
+        return self._last_checkpoint
 
     def get_weights(self) -> tuple[int, list[np.ndarray]]:
         return self._learner.get_weights()
 
-    def save(self, directory: str) -> str:
-        return self._learner.save(directory)
-
     # --- the training thread --------------------------------------------------------
+    def _frames_consumed(self) -> int:
+        return self._base_frames + self._queue.frames_got
+
+    def _save_checkpoint(self) -> None:
+        from impala_rep.learner.checkpointing import RunCounters
+
+        with self._lock:
+            counters = RunCounters(frames=self._frames_consumed(), episodes=self._episodes,
+                                   recent_returns=tuple(self._recent_returns))
+        path = self._checkpoint.save(counters)
+        with self._lock:
+            self._last_checkpoint = (path, self._learner.num_steps)
+        self._last_save_time = time.monotonic()
+
     def _train_loop(self) -> None:
+        from impala_rep.learner.learner import NonFiniteError
+
         try:
-            while self._queue.frames_got < self._total_frames and not self._done.is_set():
+            while self._frames_consumed() < self._total_frames and not self._done.is_set():
                 batch, stats = self._queue.get_batch(self._batch_size)
                 with self._lock:
                     self._step_started = time.monotonic()
-                metrics = self._learner.step(batch)
+                try:
+                    metrics = self._learner.step(batch)
+                except NonFiniteError as err:
+                    # The weights were left alone; keep the last good checkpoint.
+                    self._non_finite = str(err)
+                    break
                 version, weights = self._learner.get_weights()
                 self._published = (version, [self._publish(weights)])
+                returns = [float(r) for s in stats if s is not None for r in np.asarray(s.returns)]
                 with self._lock:
                     self._busy_s += time.monotonic() - self._step_started
                     self._step_started = None
                     self._metrics = metrics
-                    self._episodes.extend(s for s in stats if s is not None)
+                    self._new_returns.extend(returns)
+                    self._recent_returns.extend(returns)
+                    self._episodes += len(returns)
+                if (self._checkpoint is not None
+                        and time.monotonic() - self._last_save_time >= self._checkpoint_every_s):
+                    self._save_checkpoint()
         except QueueClosed:
             pass
         except Exception:  # surfaced to the driver through report()
             self._error = traceback.format_exc()
         finally:
+            with self._lock:
+                self._step_started = None
             self._done.set()
             self._queue.close()

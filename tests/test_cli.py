@@ -50,6 +50,10 @@ def test_demo_trains_replicated_and_matches_one_device():
         (["train", "--discount", "1.5"], "bad discount 1.5: must be in [0, 1]"),
         (["train", "--logdir", "{tmp}/file.txt/run"], "cannot be created"),
         (["plot", "/"], "/ is not a run directory"),
+        (["train", "--sticky-actions", "1"], "argument --sticky-actions: expected a probability in [0, 1), got 1"),
+        (["train", "--sticky-actions", "0.2"], "bad sticky_actions 0.2: sticky actions apply to Atari"),
+        (["train", "--episodic-life", "--logdir", "{tmp}/run"],
+         "bad episodic_life True: a life loss ending the episode applies to Atari ids"),
     ],
 )
 def test_train_and_plot_misuse_exit_2(args, message, tmp_path):
@@ -81,3 +85,23 @@ def test_atari_preset_selects_paper_settings_and_flags_override():
     assert override.unroll_length == 20
     cartpole = config_from_args(parse_args(["train"]))
     assert cartpole.learning_rate == 5e-3 and cartpole.network == "auto"
+
+
+def test_env_option_misuse_writes_nothing(tmp_path):
+    proc = _cli("train", "--env", "MinAtar/Breakout-v1", "--episodic-life", "--logdir",
+                str(tmp_path / "run"), timeout=120)
+    assert proc.returncode == 2
+    assert "not 'MinAtar/Breakout-v1'" in proc.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "run").exists()
+
+
+def test_sticky_actions_and_episodic_life_flags_reach_the_config():
+    from impala_rep.cli import config_from_args, parse_args
+
+    default = config_from_args(parse_args(["train", "--env", "ALE/Pong-v5"]))
+    assert default.sticky_actions is None and default.episodic_life is False  # the env's own
+    chosen = config_from_args(parse_args(["train", "--env", "ALE/Pong-v5", "--preset", "atari",
+                                          "--sticky-actions", "0", "--episodic-life"]))
+    assert chosen.sticky_actions == 0.0 and chosen.episodic_life is True
+    minatar = config_from_args(parse_args(["train", "--env", "MinAtar/Breakout-v1", "--sticky-actions", "0.25"]))
+    assert minatar.sticky_actions == 0.25

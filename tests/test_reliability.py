@@ -1,0 +1,135 @@
+"""Failures for real, through Ray: a SIGKILLed actor, a SIGKILLed learner and --resume onto
+2 replicas, an env that crashes on every start. (Signals to the command: test_shutdown.py.)"""
+
+import json
+import os
+import pathlib
+import re
+import signal
+import threading
+import time
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from impala_rep.config import TrainConfig  # noqa: E402
+from impala_rep.resume import load_run_config, resumed_config  # noqa: E402
+from impala_rep.training import TrainingFailed, train  # noqa: E402
+
+SMALL = dict(env="CartPole-v1", envs_per_actor=16, unroll_length=20, batch_size=16,
+             report_every_s=0.5)
+
+
+def parent_pid(pid: int) -> int:
+    stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[1])  # the field after the (command name)
+
+
+def is_descendant(pid: int, ancestor: int) -> bool:
+    try:
+        while pid > 1:
+            pid = parent_pid(pid)
+            if pid == ancestor:
+                return True
+    except OSError:
+        pass
+    return False
+
+
+def ray_worker_pids(class_name: str) -> set[int]:
+    """PIDs of this test session's Ray workers hosting `class_name` actors (Ray titles them
+    ray::<class>). Only descendants of this process: other Ray sessions on the machine
+    are not ours to kill."""
+    pids = set()
+    for entry in pathlib.Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if cmdline.startswith(f"ray::{class_name}".encode()) and is_descendant(int(entry.name),
+                                                                                  os.getpid()):
+                pids.add(int(entry.name))
+    return pids
+
+
+def kill_when(condition, class_name: str, *, timeout=120.0) -> threading.Thread:
+    """In the background: once `condition()` holds, SIGKILL one new `class_name` process."""
+    before = ray_worker_pids(class_name)
+
+    def run():
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pids = ray_worker_pids(class_name) - before
+            if pids and condition():
+                os.kill(min(pids), signal.SIGKILL)
+                return
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def records(logdir):
+    return [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_a_killed_actor_is_replaced_and_counted(local_ray, tmp_path):
+    logdir = tmp_path / "run"
+    config = TrainConfig(num_actors=2, total_frames=150_000, seed=2, logdir=str(logdir), **SMALL)
+    killer = kill_when(lambda: (logdir / "metrics.jsonl").exists()
+                       and (logdir / "metrics.jsonl").stat().st_size > 0, "_ActorProcess")
+    result = train(config)
+    killer.join()
+
+    assert result.actor_restarts >= 1
+    assert result.frames >= config.total_frames  # training went on to the end
+    events = [json.loads(line) for line in (logdir / "events.jsonl").read_text().splitlines()]
+    assert events[0]["event"] == "actor_restart" and "died" in events[0]["cause"]
+    last = records(logdir)[-1]
+    assert last["actor_restarts"] == result.actor_restarts
+    assert last["frames_produced"] == last["frames"] + last["frames_queued"]
+
+
+def test_killed_learner_stops_the_run_and_resume_continues_on_two_replicas(local_ray, tmp_path):
+    logdir = tmp_path / "run"
+    config = TrainConfig(num_actors=1, total_frames=300_000, seed=3, logdir=str(logdir),
+                         checkpoint_every_s=0.5, learner_devices="cpu", **SMALL)
+    killer = kill_when(lambda: (logdir / "checkpoints" / "checkpoint").exists(), "_LearnerProcess")
+    with pytest.raises(TrainingFailed) as failed:
+        train(config)
+    killer.join()
+    message = str(failed.value)
+    assert "the learner process died" in message
+    assert f"impala-rep train --resume {logdir}" in message
+    step = int(re.search(r"learner step ([\d,]+)", message).group(1).replace(",", ""))
+    assert step >= 1
+    first_run = len(records(logdir))
+
+    # Resume onto 2 learner replicas, with a nearer end so the test stays short.
+    resumed = resumed_config(load_run_config(str(logdir)),
+                             {"learner_devices": "cpu:2", "total_frames": 30_000})
+    result = train(resumed, resume=True)
+
+    after = records(logdir)[first_run:]
+    assert after, "metrics.jsonl was appended to"
+    assert after[0]["learner_steps"] >= step  # counters continue from the checkpoint
+    assert after[0]["frames"] >= step * config.steps_per_update
+    assert result.learner_steps > step
+    for record in records(logdir):
+        assert record["frames_produced"] == record["frames"] + record["frames_queued"]
+    assert json.loads((logdir / "config.json").read_text())["learner_devices"] == "cpu:2"
+    newest = pathlib.Path(logdir / "checkpoints" / "checkpoint").read_text()
+    assert f"ckpt-{result.learner_steps}" in newest
+
+
+def test_an_env_that_keeps_crashing_stops_the_run(local_ray, tmp_path):
+    config = TrainConfig(**{**SMALL, "env": "crashing_env:CrashingCartPole-v1"}, num_actors=2,
+                         total_frames=1_000_000, max_actor_failures=2, logdir=str(tmp_path / "run"))
+    with pytest.raises(TrainingFailed, match=r"actors keep failing: 3 actor failures within 600 s "
+                                             r"\(limit 2\).*RuntimeError: simulated env crash"):
+        train(config)
+    events = (tmp_path / "run" / "events.jsonl").read_text().splitlines()
+    assert len(events) == 2 and "simulated env crash" in events[0]
