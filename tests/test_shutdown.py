@@ -34,6 +34,27 @@ def alive(pids: set[int]) -> set[int]:
     return running
 
 
+def listening_ports(pids: set[int]) -> set[int]:
+    """TCP ports on which any of `pids` listens (from /proc: socket inodes of each process
+    matched against /proc/net/tcp{,6} entries in state LISTEN)."""
+    inodes = set()
+    for pid in pids:
+        try:
+            for fd in pathlib.Path(f"/proc/{pid}/fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            continue
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in pathlib.Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 def start_training(logdir: pathlib.Path) -> subprocess.Popen:
     command = [sys.executable, "-m", "impala_rep", "train", "--env", "CartPole-v1",
                "--num-actors", "1", "--envs-per-actor", "16", "--batch-size", "16",
@@ -63,6 +84,8 @@ def test_a_signal_saves_a_checkpoint_and_exits_cleanly(tmp_path, signum, code):
     wait_for_training(process, logdir)
     spawned = descendants(process.pid)
     assert len(spawned) >= 3  # Ray's own processes, the learner, the actor
+    # The embedded Ray runs without its dashboard: nothing of the run serves port 8265.
+    assert not listening_ports(spawned | {process.pid}) & {8265}
     process.send_signal(signum)
     out, _ = process.communicate(timeout=120)
 
