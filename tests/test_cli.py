@@ -105,3 +105,61 @@ def test_sticky_actions_and_episodic_life_flags_reach_the_config():
     assert chosen.sticky_actions == 0.0 and chosen.episodic_life is True
     minatar = config_from_args(parse_args(["train", "--env", "MinAtar/Breakout-v1", "--sticky-actions", "0.25"]))
     assert minatar.sticky_actions == 0.25
+
+
+def _fake_run(path, **changes):
+    """A run directory as `train` leaves it, minus the (TensorFlow) checkpoint data: config.json
+    and the checkpoint index, which is what `--resume` checks before anything starts."""
+    import json
+
+    from impala_rep.config import TrainConfig
+
+    (path / "checkpoints").mkdir(parents=True)
+    (path / "checkpoints" / "checkpoint").write_text('model_checkpoint_path: "ckpt-7"\n')
+    (path / "config.json").write_text(json.dumps(TrainConfig(logdir=str(path), **changes).to_json()))
+    return path
+
+
+@pytest.mark.parametrize(
+    "setup, args, message",
+    [
+        ("none", [], "cannot resume '{run}': not a directory"),
+        ("empty", [], "not a run directory (no config.json"),
+        ("no-checkpoint", [], "it holds no checkpoint"),
+        ("run", ["--env", "Acrobot-v1"], "cannot resume with env 'Acrobot-v1': the checkpoint was "
+                                         "trained with env 'CartPole-v1'"),
+        ("run", ["--network", "shallow"], "cannot resume with network 'shallow'"),
+        ("run", ["--use-lstm"], "cannot resume with use_lstm True"),
+        ("run", ["--preset", "atari"], "--preset cannot be combined with --resume"),
+        ("run", ["--logdir", "{tmp}/other"], "differs from --resume"),
+        ("run", ["--num-actors", "0"], "expected a positive integer, got 0"),
+        ("run", ["--learner-devices", "cpu:3"], "bad batch_size 32: must split evenly over the 3"),
+    ],
+)
+def test_resume_misuse_exits_2_and_writes_nothing(tmp_path, setup, args, message):
+    run = tmp_path / "run"
+    if setup == "empty":
+        run.mkdir()
+    elif setup == "no-checkpoint":
+        run.mkdir()
+        (run / "config.json").write_text("{}")
+    elif setup == "run":
+        _fake_run(run)
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in ["train", "--resume", str(run), *args]]
+    proc = _cli(*argv, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("impala-rep") and message.replace("{run}", str(run)) in last, last
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+
+
+def test_resume_keeps_saved_settings_and_applies_given_flags(tmp_path):
+    from impala_rep.cli import explicit_args, parse_args, resume_config_from_args
+
+    run = _fake_run(tmp_path / "run", num_actors=3, learning_rate=1e-3, seed=9)
+    argv = ["train", "--resume", str(run), "--num-actors", "1", "--learner-devices", "cpu:2"]
+    config = resume_config_from_args(parse_args(argv), explicit_args(argv))
+    assert (config.num_actors, config.learner_devices) == (1, "cpu:2")  # given: changed
+    assert (config.learning_rate, config.seed) == (1e-3, 9)  # not given: as saved, not the defaults
+    assert config.logdir == str(run)
