@@ -40,7 +40,19 @@ SHALLOW_MIN_IMAGE_SIZE = 20
 layers = tf.keras.layers
 
 
-class ShallowTorso:
+class _LayerStack:
+    """A torso that is a plain sequence of Keras layers (`self.layers`), applied in order."""
+
+    layers: list
+
+    def __call__(self, images: tf.Tensor) -> tf.Tensor:
+        x = images
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+class ShallowTorso(_LayerStack):
     """The paper's shallow torso: images `[N, H, W, C]` float32 -> features `[N, 256]`.
 
     Conv(16, 8x8, stride 4) ReLU -> Conv(32, 4x4, stride 2) ReLU -> flatten ->
@@ -56,12 +68,6 @@ class ShallowTorso:
             layers.Flatten(name="flatten"),
             layers.Dense(256, activation="relu", name="torso_linear"),
         ]
-
-    def __call__(self, images: tf.Tensor) -> tf.Tensor:
-        x = images
-        for layer in self.layers:
-            x = layer(x)
-        return x
 
 
 class _ResidualBlock:
@@ -113,7 +119,7 @@ class DeepTorso:
         return self._linear(self._flatten(tf.nn.relu(x)))
 
 
-class MinAtarTorso:
+class MinAtarTorso(_LayerStack):
     """The MinAtar paper's network torso: images `[N, H, W, C]` float32 -> features `[N, 128]`.
 
     Conv(16, 3x3, stride 1, "valid") ReLU -> flatten -> Dense(128) ReLU, as in
@@ -128,12 +134,6 @@ class MinAtarTorso:
             layers.Flatten(name="flatten"),
             layers.Dense(128, activation="relu", name="torso_linear"),
         ]
-
-    def __call__(self, images: tf.Tensor) -> tf.Tensor:
-        x = images
-        for layer in self.layers:
-            x = layer(x)
-        return x
 
 
 _TORSO_CLASSES = {"shallow": ShallowTorso, "deep": DeepTorso, "minatar": MinAtarTorso}

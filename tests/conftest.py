@@ -18,3 +18,12 @@ def local_ray():
              runtime_env={"env_vars": {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": path}})
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture
+def closing():
+    """`closing(env)` returns `env` and closes it after the test."""
+    envs = []
+    yield lambda env: envs.append(env) or env
+    for env in envs:
+        env.close()

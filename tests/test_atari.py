@@ -12,14 +12,6 @@ from impala_rep.envs.atari import atari_game, is_atari_id, make_atari_vector_env
 FIRE = 1  # index of FIRE in Pong's and Breakout's minimal action sets
 
 
-@pytest.fixture
-def closing():
-    envs = []
-    yield lambda env: envs.append(env) or env
-    for env in envs:
-        env.close()
-
-
 def _area_resize_matrix(n_in: int, n_out: int) -> np.ndarray:
     """[n_out, n_in] weights of an area-average resize (OpenCV's INTER_AREA)."""
     matrix = np.zeros((n_out, n_in))

@@ -4,7 +4,6 @@ import pathlib
 
 import numpy as np
 import pytest
-import tensorflow as tf
 from random_unrolls import random_unroll
 
 from impala_rep import Replicator

@@ -17,10 +17,10 @@ import pytest
 import tensorflow as tf
 
 import learner_worker
+from manual_update import manual_impala_loss
 from impala_rep import Replicator
-from impala_rep.agent import AgentInputs, MLPAgent
+from impala_rep.agent import MLPAgent
 from impala_rep.learner.learner import Learner, LearnerHyperparams
-from impala_rep.losses import impala_loss
 
 WORKER = pathlib.Path(__file__).with_name("learner_worker.py")
 T, B, A, OBS = 4, 6, 3, 5
@@ -51,17 +51,8 @@ def manual_gradient(weights, batch, hp):
     agent = MLPAgent(num_actions=A, hidden_sizes=(16, 16))
     agent.build((OBS,))
     agent.set_weights(weights)
-    rewards = np.clip(batch.rewards, -1, 1)
-    discounts = hp.discount * (1.0 - (batch.terminated | batch.truncated)).astype(np.float32)
     with tf.GradientTape() as tape:
-        out, _ = agent.unroll(AgentInputs(batch.observations, batch.prev_actions, batch.prev_rewards,
-                                          batch.first), ())
-        loss, _ = impala_loss(
-            target_logits=out.policy_logits[:-1], behaviour_logits=batch.behaviour_logits,
-            actions=batch.actions, values=out.baseline[:-1], bootstrap_value=out.baseline[-1],
-            rewards=rewards, discounts=discounts, baseline_cost=hp.baseline_cost,
-            entropy_cost=hp.entropy_cost, clip_rho_threshold=hp.clip_rho_threshold,
-            clip_pg_rho_threshold=hp.clip_pg_rho_threshold, lambda_=hp.lambda_)
+        loss = manual_impala_loss(agent, batch, hp)
     grads = tape.gradient(loss, agent.trainable_variables)
     return [g.numpy() for g in grads], float(loss)
 

@@ -12,8 +12,8 @@ import tensorflow as tf
 from random_unrolls import random_unroll
 
 import loss_fn_worker
-from impala_rep import (AgentInputs, Learner, LearnerHyperparams, MLPAgent, Replicator, impala_loss,
-                        impala_loss_fn)
+from manual_update import manual_impala_loss
+from impala_rep import (Learner, LearnerHyperparams, MLPAgent, Replicator, impala_loss_fn)
 
 WORKER = pathlib.Path(__file__).with_name("loss_fn_worker.py")
 T, B, A, OBS = 4, 6, 3, 5
@@ -51,17 +51,8 @@ def manual_gradient(weights, batch, hp):
     agent = MLPAgent(num_actions=A, hidden_sizes=(16,))
     agent.build((OBS,))
     agent.set_weights(weights)
-    discounts = hp.discount * (1.0 - (batch.terminated | batch.truncated)).astype(np.float32)
     with tf.GradientTape() as tape:
-        out, _ = agent.unroll(AgentInputs(batch.observations, batch.prev_actions, batch.prev_rewards,
-                                          batch.first), ())
-        loss, _ = impala_loss(
-            target_logits=out.policy_logits[:-1], behaviour_logits=batch.behaviour_logits,
-            actions=batch.actions, values=out.baseline[:-1], bootstrap_value=out.baseline[-1],
-            rewards=np.clip(batch.rewards, -1, 1), discounts=discounts,
-            baseline_cost=hp.baseline_cost, entropy_cost=hp.entropy_cost,
-            clip_rho_threshold=hp.clip_rho_threshold, clip_pg_rho_threshold=hp.clip_pg_rho_threshold,
-            lambda_=hp.lambda_)
+        loss = manual_impala_loss(agent, batch, hp)
         penalty = L2 * sum(0.5 * tf.reduce_sum(tf.square(v)) for v in agent.trainable_variables)
         loss = loss + penalty
     grads = tape.gradient(loss, agent.trainable_variables)

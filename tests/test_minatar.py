@@ -16,14 +16,6 @@ from impala_rep.envs.minatar import register_minatar_envs  # noqa: E402
 BREAKOUT = "MinAtar/Breakout-v1"  # minimal action set: no-op, left, right
 
 
-@pytest.fixture
-def closing():
-    envs = []
-    yield lambda env: envs.append(env) or env
-    for env in envs:
-        env.close()
-
-
 def test_describe_env_breakout():
     assert describe_env(BREAKOUT) == EnvSpec(observation_shape=(10, 10, 4),
                                              observation_dtype=np.dtype(np.uint8),
