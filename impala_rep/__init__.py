@@ -57,6 +57,9 @@ _EXPORTS = {
     "TrainConfig": "impala_rep.config",
     "train": "impala_rep.training",
     "TrainResult": "impala_rep.training",
+    "SetupError": "impala_rep.training",
+    "TrainingFailed": "impala_rep.training",
+    "TrainingInterrupted": "impala_rep.training",
     "describe_env": "impala_rep.envs.factory",
     "make_vector_env": "impala_rep.envs.factory",
 }
