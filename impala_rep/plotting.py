@@ -6,7 +6,20 @@ import pathlib
 
 from impala_rep.run_log import read_metrics
 
-__all__ = ["plot_run"]
+__all__ = ["plot_run", "cumulative_wall_s"]
+
+
+def cumulative_wall_s(records: list[dict]) -> list[float]:
+    """Wall seconds over the whole run: each resumed session's `wall_s` starts again from 0,
+    so a drop starts a new session, which continues from where the previous one ended."""
+    total, offset, previous = [], 0.0, None
+    for record in records:
+        wall = record["wall_s"]
+        if previous is not None and wall < previous:
+            offset += previous
+        total.append(offset + wall)
+        previous = wall
+    return total
 
 
 def plot_run(logdir: str) -> list[pathlib.Path]:
@@ -24,12 +37,12 @@ def plot_run(logdir: str) -> list[pathlib.Path]:
     def series(key):
         return [r.get(key) if r.get(key) is not None else float("nan") for r in records]
 
-    frames, wall = series("frames"), series("wall_s")
+    frames, wall = series("frames"), cumulative_wall_s(records)
     fig, (by_frames, by_time) = plt.subplots(1, 2, figsize=(11, 4))
     by_frames.plot(frames, series("episode_return_mean"))
     by_frames.set(xlabel="env frames", ylabel="mean return (last 100 episodes)", title="Return vs frames")
     by_time.plot(wall, series("episode_return_mean"))
-    by_time.set(xlabel="wall time (s)", ylabel="mean return (last 100 episodes)", title="Return vs wall time")
+    by_time.set(xlabel="wall time (s, resumed sessions added up)", ylabel="mean return (last 100 episodes)", title="Return vs wall time")
     for ax in (by_frames, by_time):
         ax.grid(alpha=0.3)
     fig.tight_layout()
