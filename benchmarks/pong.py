@@ -20,14 +20,15 @@ import _common  # noqa: F401  (quiets TensorFlow before it is imported)
 from _common import table
 
 from impala_rep.cli import main as cli_main
-from impala_rep.plotting import plot_run
+from impala_rep.plotting import cumulative_wall_s, plot_run
 from impala_rep.run_log import read_metrics
 
 
 def returns_by_million(logdir: str) -> list[tuple[str, str, str]]:
-    """(frames bucket, last mean return in it, wall hours) per million env frames."""
+    """(frames bucket, last mean return in it, wall hours so far) per million env frames."""
     rows, bucket = [], None
-    for record in read_metrics(logdir):
+    records = read_metrics(logdir)
+    for record, wall_s in zip(records, cumulative_wall_s(records)):
         if record["episode_return_mean"] is None:
             continue
         current = record["frames"] // 1_000_000
@@ -35,7 +36,7 @@ def returns_by_million(logdir: str) -> list[tuple[str, str, str]]:
             rows.append([f"{current}M", None, None])
             bucket = current
         rows[-1][1] = f"{record['episode_return_mean']:.1f}"
-        rows[-1][2] = f"{record['wall_s'] / 3600:.2f}"
+        rows[-1][2] = f"{wall_s / 3600:.2f}"
     return [tuple(r) for r in rows]
 
 
@@ -54,7 +55,7 @@ def main() -> int:
     print("impala-rep " + " ".join(argv))
     code = cli_main(argv)
     print()
-    print(table(["env frames", "mean return (last 100 episodes)", "wall h (this session)"],
+    print(table(["env frames", "mean return (last 100 episodes)", "wall h (all sessions)"],
                 returns_by_million(args.logdir)))
     for path in plot_run(args.logdir):
         print(path)
