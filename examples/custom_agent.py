@@ -10,15 +10,17 @@ The same agent and loss run through the command line too:
 
 What is "custom" here (docs/custom_agent.md walks through it):
 
-- `BatchNormMLPAgent`, its own network: Dense -> CrossReplicaBatchNorm -> ReLU ->
-  Dense -> ReLU -> policy and value heads. In the learner (`unroll`) the batch norm
-  normalises with the statistics of the GLOBAL batch, all-reduced over the
-  replicas, so 1 and 2 replicas compute the same update; in the actors (`step`,
-  one device, no strategy) it uses the moving statistics, which travel to the
-  actors with the weights (`get_weights` includes them).
-- `l2_regularised_loss`, its own loss: the IMPALA loss plus an L2 weight penalty,
-  divided by the replica count so that it counts once however many replicas
-  share the batch.
+- `BatchNormMLPAgent`, its own network: the built-in MLP's torso and policy head, and
+  a value head Dense -> CrossReplicaBatchNorm -> ReLU -> Dense. Only the learner uses
+  the baseline, so there (`unroll`) the batch norm normalises with the statistics of
+  the GLOBAL batch, all-reduced over the replicas, and 1 and 2 replicas compute the
+  same update; the policy the learner trains is exactly the one the actors run
+  (`step`). Batch norm in the policy itself did not learn CartPole reliably, with
+  batch statistics in the learner or with moving statistics everywhere:
+  docs/custom_agent.md has the measurements.
+- `l2_regularised_loss`, its own loss: the IMPALA loss plus weight decay, sized per
+  environment step against IMPALA's summed loss and divided by the replica count so
+  that it counts once however many replicas share the batch.
 - `make_agent`, the factory `--agent` calls in every process.
 """
 
@@ -26,15 +28,23 @@ import argparse
 import functools
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from impala_rep import AgentOutput, CrossReplicaBatchNorm, TrainConfig, describe_env, impala_loss_fn, train
+from impala_rep import (
+    AgentOutput,
+    CrossReplicaBatchNorm,
+    TrainConfig,
+    describe_env,
+    impala_loss_fn,
+    num_replicas,
+    train,
+)
 
 LEARNING_RATE = 5e-3  # RMSProp, as for the built-in CartPole MLP
-L2_COST = 1e-4  # per unit of sum(w^2)/2; the IMPALA loss is a sum over T*B = 640 steps
+L2_COST = 1e-4  # weight decay per environment step (the IMPALA loss sums over T*B steps)
 
 
 class BatchNormMLPAgent:
@@ -49,14 +59,16 @@ class BatchNormMLPAgent:
         if num_actions < 1:
             raise ValueError(f"num_actions must be >= 1, got {num_actions}")
         self.num_actions = num_actions
-        self._hidden = tf.keras.layers.Dense(hidden_size, use_bias=False, name="hidden_0")
-        # momentum 0.9: the moving statistics follow the changing state distribution of
-        # a learning policy within ~10 learner steps.
-        self._norm = CrossReplicaBatchNorm(momentum=0.9, name="norm_0")
-        self._hidden_1 = tf.keras.layers.Dense(hidden_size, activation="relu", name="hidden_1")
+        # The torso and policy head: the built-in MLP's (impala_rep.MLPAgent).
+        self._torso = [tf.keras.layers.Dense(hidden_size, activation="relu", name=f"torso_{i}")
+                       for i in range(2)]
         self._policy = tf.keras.layers.Dense(num_actions, name="policy_logits")
+        # The value head: Dense -> CrossReplicaBatchNorm -> ReLU -> Dense. Only the learner
+        # uses the baseline, so this batch norm can normalise with batch statistics there.
+        self._value_hidden = tf.keras.layers.Dense(hidden_size, use_bias=False, name="value_hidden")
+        self._norm = CrossReplicaBatchNorm(momentum=0.99, name="value_norm")
         self._baseline = tf.keras.layers.Dense(1, name="baseline")
-        self._layers = [self._hidden, self._norm, self._hidden_1, self._policy, self._baseline]
+        self._layers = [*self._torso, self._policy, self._value_hidden, self._norm, self._baseline]
 
     def initial_state(self, batch_size: int) -> tuple:
         return ()
@@ -72,21 +84,29 @@ class BatchNormMLPAgent:
     # carry no annotations naming other globals (AutoGraph would not find them).
 
     def _forward(self, observation, *, training):
-        """observation `[N, D]` -> AgentOutput: logits `[N, A]`, baseline `[N]`."""
+        """observation `[N, D]` -> AgentOutput: logits `[N, A]`, baseline `[N]`.
+
+        The policy does not depend on `training`; only the baseline's batch norm does
+        (batch statistics with `training=True`, moving statistics otherwise).
+        """
         x = tf.cast(observation, tf.float32)
         tf.debugging.assert_rank(x, 2, message="observations must be [N, D]")
-        x = tf.nn.relu(self._norm(self._hidden(x), training=training))
-        x = self._hidden_1(x)
-        return AgentOutput(self._policy(x), tf.squeeze(self._baseline(x), axis=-1))
+        for layer in self._torso:
+            x = layer(x)
+        v = tf.nn.relu(self._norm(self._value_hidden(x), training=training))
+        return AgentOutput(self._policy(x), tf.squeeze(self._baseline(v), axis=-1))
 
     def step(self, inputs, state):
         """AgentInputs of `[B, ...]` -> (AgentOutput of `[B, ...]`, state)."""
-        # Actors: one device, no strategy; normalise with the learner's moving statistics.
+        # Actors: one device, no strategy. They use only the policy logits; the baseline
+        # (moving statistics) is there for the protocol and for evaluation.
         return self._forward(inputs.observation, training=False), state
 
     def unroll(self, inputs, state):
         """AgentInputs of `[T, B, ...]` -> (AgentOutput of `[T, B, ...]`, state)."""
-        # Learner: fold time into batch; batch statistics over the whole global batch.
+        # Learner: fold time into batch; the baseline's batch norm normalises with the
+        # statistics of the whole GLOBAL batch (all-reduced over the replicas) and
+        # updates the moving statistics. The policy is the function the actors run.
         observation = tf.convert_to_tensor(inputs.observation)
         t, b = tf.shape(observation)[0], tf.shape(observation)[1]
         flat = tf.reshape(observation, [t * b, observation.shape[-1]])
@@ -102,10 +122,10 @@ class BatchNormMLPAgent:
     def decayed_kernels(self) -> list[tf.Variable]:
         """The kernels the L2 penalty applies to: all but the one feeding the batch norm.
 
-        Batch norm undoes any scaling of that kernel, so decay would only shrink it, and
-        its gradient (which grows as 1 / its norm) would swamp the global-norm clip.
+        Batch norm undoes any scaling of that kernel, so decay would only shrink it (and
+        its gradient, which grows as 1 / its norm, with it).
         """
-        return [layer.kernel for layer in (self._hidden_1, self._policy, self._baseline)]
+        return [layer.kernel for layer in (*self._torso, self._policy, self._baseline)]
 
     @property
     def _moving_statistics(self) -> list[tf.Variable]:
@@ -113,7 +133,7 @@ class BatchNormMLPAgent:
 
     def get_weights(self) -> list[np.ndarray]:
         # What the learner publishes to the actors: the trainable weights AND the
-        # batch-norm moving statistics the actors normalise with.
+        # batch-norm moving statistics `step` normalises the baseline's layer with.
         return [np.asarray(v.numpy()) for v in [*self.trainable_variables, *self._moving_statistics]]
 
     def set_weights(self, weights: Sequence[np.ndarray]) -> None:
@@ -131,16 +151,19 @@ def make_agent(*, observation_shape: Sequence[int], num_actions: int) -> BatchNo
     return BatchNormMLPAgent(num_actions=num_actions)
 
 
-def l2_regularised_loss(*, agent, hyperparams, l2_cost: float = L2_COST, **tensors):
-    """The IMPALA loss plus `l2_cost * sum(w^2) / 2` over the agent's `decayed_kernels`.
+def l2_regularised_loss(*, agent, hyperparams, actions, l2_cost: float = L2_COST, **tensors):
+    """The IMPALA loss plus weight decay `l2_cost` per environment step on `decayed_kernels`.
 
-    Same keywords as `impala_rep.impala_loss_fn` (see impala_rep/loss_fn.py). The
-    learner sums each replica's loss over the replicas, so the per-model penalty is
-    divided by the replica count (`tf.nn.scale_regularization_loss`): it then counts
-    once, and 1 or 2 replicas give the same update.
+    Same keywords as `impala_rep.impala_loss_fn` (see impala_rep/loss_fn.py). The IMPALA
+    loss is a SUM over the T*B steps of the global batch, so weight decay `l2_cost` as
+    you would set it for a per-step MEAN loss becomes `l2_cost * T * B * sum(w^2) / 2`
+    here. The learner sums each replica's loss over the replicas, so this per-model
+    penalty is divided by the replica count (`tf.nn.scale_regularization_loss`): it then
+    counts once, and 1 or 2 replicas give the same update.
     """
-    loss, metrics = impala_loss_fn(agent=agent, hyperparams=hyperparams, **tensors)
-    l2 = l2_cost * tf.add_n([tf.nn.l2_loss(k) for k in agent.decayed_kernels])
+    loss, metrics = impala_loss_fn(agent=agent, hyperparams=hyperparams, actions=actions, **tensors)
+    global_steps = tf.cast(tf.size(actions) * num_replicas(), tf.float32)  # T * B
+    l2 = l2_cost * global_steps * tf.add_n([tf.nn.l2_loss(k) for k in agent.decayed_kernels])
     total = loss + tf.nn.scale_regularization_loss(l2)
     # "loss" is summed over replicas for reporting, so report this replica's share too;
     # "l2_loss" is averaged over replicas: the penalty itself.
@@ -157,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--unroll-length", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=LEARNING_RATE)
-    parser.add_argument("--l2-cost", type=float, default=L2_COST)
+    parser.add_argument("--l2-cost", type=float, default=L2_COST, help="weight decay per environment step")
+    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--logdir", default=None)
     parser.add_argument("--ray-address", default=None, help="join this Ray cluster instead of starting one")
     args = parser.parse_args(argv)
@@ -167,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                              total_frames=args.total_frames, num_actors=args.num_actors,
                              envs_per_actor=args.envs_per_actor, unroll_length=args.unroll_length,
                              batch_size=args.batch_size, learning_rate=args.learning_rate,
-                             logdir=args.logdir, ray_address=args.ray_address)
+                             seed=args.seed, logdir=args.logdir, ray_address=args.ray_address)
     except ValueError as err:
         parser.error(str(err))
     spec = describe_env(config.env)

@@ -52,3 +52,34 @@ def test_cli_trains_the_custom_agent_named_by_file(local_ray, tmp_path):
     assert config["loss"] == f"{example}:l2_regularised_loss"
     records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["learner_steps"] == 20 and records[-1]["loss"] is not None
+
+
+def test_custom_agent_acts_with_the_network_it_trains():
+    """The example's actors (`step`) and learner (`unroll`) compute the same policy from the same
+    weights, and only `unroll` moves the batch-norm statistics (docs/custom_agent.md, Batch norm)."""
+    import importlib.util
+
+    import numpy as np
+
+    from impala_rep import AgentInputs
+
+    spec = importlib.util.spec_from_file_location("custom_agent_example", EXAMPLES / "custom_agent.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    agent = module.make_agent(observation_shape=(4,), num_actions=2)
+    agent.build((4,))
+    rng = np.random.default_rng(0)
+    weights = agent.get_weights()
+    weights[-2] = rng.normal(size=weights[-2].shape).astype(np.float32)       # moving mean
+    weights[-1] = rng.uniform(0.5, 2.0, size=weights[-1].shape).astype(np.float32)  # variance
+    agent.set_weights(weights)
+    t, b = 5, 3
+    obs = rng.normal(size=[t, b, 4]).astype(np.float32)
+    zeros = np.zeros([t, b], np.float32)
+    acted, _ = agent.step(AgentInputs(obs.reshape(t * b, 4), zeros.reshape(-1).astype(np.int32),
+                                      zeros.reshape(-1), zeros.reshape(-1).astype(bool)), ())
+    np.testing.assert_array_equal(agent.get_weights()[-1], weights[-1])  # step: no update
+    trained, _ = agent.unroll(AgentInputs(obs, zeros.astype(np.int32), zeros, zeros.astype(bool)), ())
+    np.testing.assert_allclose(np.reshape(trained.policy_logits, [t * b, 2]), acted.policy_logits,
+                               rtol=1e-5, atol=1e-6)
+    assert np.abs(agent.get_weights()[-1] - weights[-1]).max() > 1e-3  # unroll: statistics moved
