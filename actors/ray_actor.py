@@ -1,4 +1,9 @@
-"""An `Actor` as a Ray actor process: a thin wrapper around `run_actor_loop`."""
+"""An `Actor` as a Ray actor process: a thin wrapper around `run_actor_loop`.
+
+With a multi-host learner an actor feeds one learner host (`learner`) but takes
+its weights from the chief host (`weights_from`), the only one that publishes
+them: after each reply from its host it asks the chief for the newest version.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ __all__ = ["RayActor", "create_actor"]
 class _ActorProcess:
     def __init__(self, *, env_id: str, envs_per_actor: int, unroll_length: int, seed: int,
                  agent_factory: Callable[[], Any], learner, sticky_actions: float | None = None,
-                 episodic_life: bool = False):
+                 episodic_life: bool = False, weights_from=None):
         import tensorflow as tf
 
         # Many actor processes share few cores: one thread each for TensorFlow's
@@ -27,19 +32,31 @@ class _ActorProcess:
                               sticky_actions=sticky_actions, episodic_life=episodic_life)
         self._actor = Actor(env=env, agent=agent_factory(), unroll_length=unroll_length, seed=seed)
         self._learner = learner
-        version, published = ray.get(learner.latest_weights.remote())
+        self._weights_from = learner if weights_from is None else weights_from
+        version, published = ray.get(self._weights_from.latest_weights.remote())
         self._actor.set_weights(ray.get(published[0]), version)
 
     def pid(self) -> int:
         return os.getpid()
 
+    def node_id(self) -> str:
+        """The Ray node this process runs on (where Ray placed it)."""
+        return ray.get_runtime_context().get_node_id()
+
     def run(self, max_unrolls: int | None = None) -> int:
         from impala_rep.actors.actor_loop import run_actor_loop
+
+        receive = ray.get
+        if self._weights_from is not self._learner:
+            def receive(pending):
+                stop, _, _ = ray.get(pending)  # this host's version may run ahead of the chief's
+                version, published = ray.get(self._weights_from.latest_weights.remote())
+                return stop, version, published
 
         return run_actor_loop(
             actor=self._actor,
             send=lambda unroll, stats: self._learner.enqueue.remote(unroll, stats),
-            receive=ray.get,
+            receive=receive,
             fetch_weights=ray.get,
             max_unrolls=max_unrolls,
         )
@@ -48,9 +65,11 @@ class _ActorProcess:
 RayActor = ray.remote(_ActorProcess)
 
 
-def create_actor(*, config, agent_factory, learner, seed: int):
-    """Starts one actor process for `config` that feeds `learner`."""
-    return RayActor.options(num_cpus=1).remote(
+def create_actor(*, config, agent_factory, learner, seed: int, weights_from=None):
+    """Starts one actor process for `config` that feeds `learner` (and takes its weights
+    from `weights_from`, default `learner`). Ray spreads actors over the cluster's nodes."""
+    return RayActor.options(num_cpus=1, scheduling_strategy="SPREAD").remote(
+        weights_from=weights_from,
         env_id=config.env, envs_per_actor=config.envs_per_actor,
         sticky_actions=config.sticky_actions, episodic_life=config.episodic_life,
         unroll_length=config.unroll_length, seed=seed,

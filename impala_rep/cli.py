@@ -70,7 +70,12 @@ def _add_train_arguments(train: argparse.ArgumentParser, preset: str | None) -> 
     train.add_argument("--batch-size", type=_positive_int, default=d.batch_size,
                        help=f"B, unrolls per learner step (default: {d.batch_size})")
     train.add_argument("--learner-devices", type=_device_spec, default=d.learner_devices,
-                       help=f"Replicator device spec, e.g. cpu:2 or gpu (default: {d.learner_devices})")
+                       help="Replicator device spec per learner host, e.g. cpu:2, gpu or tpu:NAME "
+                            f"(default: {d.learner_devices})")
+    train.add_argument("--learner-hosts", type=_positive_int, default=d.learner_hosts,
+                       help="learner Ray actors forming one MultiWorkerMirroredStrategy group, each "
+                            "fed by its round-robin share of the actors (see docs/cluster.md; "
+                            f"default: {d.learner_hosts})")
     train.add_argument("--total-frames", type=_positive_int, default=d.total_frames,
                        help=f"env frames to train on (default: {d.total_frames:,})")
     train.add_argument("--seed", type=int, default=d.seed, help=f"random seed (default: {d.seed})")
@@ -168,7 +173,8 @@ def build_parser(preset: str | None = None, *, explicit_only: bool = False) -> a
         help="train a small supervised model with the Replicator and check it against one device",
     )
     demo.add_argument("--devices", type=_device_spec, default="cpu:2",
-                      help='Replicator device spec: "auto", "cpu", "cpu:N", "gpu", "gpu:N", "tpu" (default: cpu:2)')
+                      help='Replicator device spec: "auto", "cpu", "cpu:N", "gpu", "gpu:N", "tpu", '
+                           '"tpu:NAME" (default: cpu:2)')
     demo.add_argument("--steps", type=_positive_int, default=30, help="training steps (default: 30)")
     demo.add_argument("--batch-size", type=_positive_int, default=64, help="global batch size (default: 64)")
     train = commands.add_parser("train", help="train an IMPALA agent on Ray")

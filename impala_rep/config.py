@@ -48,7 +48,11 @@ class TrainConfig:
     envs_per_actor: int = 64          # many envs per policy call: one call costs ~0.5 ms whatever the batch
     unroll_length: int = 20           # T
     batch_size: int = 32              # B, in unrolls (env columns) per learner step
-    learner_devices: str = "cpu"      # the Replicator's device spec
+    learner_devices: str = "cpu"      # the Replicator's device spec (per learner host)
+    # Learner hosts (Ray actors) in one MultiWorkerMirroredStrategy group, each fed
+    # by its round-robin share of the actors and training on B / learner_hosts
+    # columns per step (docs/cluster.md).
+    learner_hosts: int = 1
     total_frames: int = 1_000_000     # env frames to train on (learner-consumed; Atari: x4 frame skip)
     seed: int = 0
     logdir: str | None = None
@@ -88,16 +92,31 @@ class TrainConfig:
 
     def __post_init__(self):
         for name in ("num_actors", "envs_per_actor", "unroll_length", "batch_size", "total_frames",
-                     "queue_capacity", "max_actor_failures"):
+                     "queue_capacity", "max_actor_failures", "learner_hosts"):
             value = getattr(self, name)
             _require(isinstance(value, int) and value >= 1, name, value, "must be a positive integer")
         _require(isinstance(self.env, str) and bool(self.env), "env", self.env, "must be a gymnasium id")
         parse_devices(self.learner_devices)  # raises naming the spec and what is allowed
-        replicas = parse_devices(self.learner_devices).count
-        if replicas:
-            _require(self.batch_size % replicas == 0, "batch_size", self.batch_size,
-                     f"must split evenly over the {replicas} learner replicas of "
-                     f"{self.learner_devices!r}; use a multiple of {replicas}")
+        devices = parse_devices(self.learner_devices)
+        replicas = devices.count
+        hosts = self.learner_hosts
+        if hosts > 1:
+            # MultiWorkerMirroredStrategy replicates over a host's GPUs, or over ONE
+            # CPU device: logical CPU devices are not used across hosts, and a TPU
+            # slice is one TPUStrategy, not a group of hosts.
+            _require(devices.kind in ("cpu", "gpu", "auto") and not (devices.kind == "cpu"
+                                                                      and replicas > 1),
+                     "learner_devices", self.learner_devices,
+                     f"with learner_hosts {hosts} each host uses its GPUs or one CPU; "
+                     "use 'cpu', 'gpu', 'gpu:N' or 'auto'")
+            _require(self.num_actors >= hosts, "num_actors", self.num_actors,
+                     f"every one of the {hosts} learner hosts needs an actor; use at least {hosts}")
+        if replicas or hosts > 1:
+            total = hosts * (replicas or 1)
+            where = (f"the {replicas} learner replicas of {self.learner_devices!r}" if hosts == 1
+                     else f"{hosts} learner hosts x {replicas or 1} replicas each")
+            _require(self.batch_size % total == 0, "batch_size", self.batch_size,
+                     f"must split evenly over {where}; use a multiple of {total}")
         for name in ("learning_rate", "rmsprop_epsilon", "max_grad_norm", "report_every_s",
                      "checkpoint_every_s"):
             value = getattr(self, name)

@@ -62,6 +62,11 @@ def check_resumable(config: TrainConfig) -> None:
     """ValueError unless `config.logdir` is a run that `config` can continue."""
     if config.logdir is None:
         raise ValueError("resuming needs the run's logdir; got none")
+    if config.learner_hosts > 1:
+        # Restoring would need every host to load the same checkpoint, which only
+        # host 0's node is sure to see; a one-host learner restores any of them.
+        raise ValueError(f"cannot resume with learner_hosts {config.learner_hosts}: a multi-host "
+                         "learner only starts fresh runs; resume with --learner-hosts 1")
     saved = load_run_config(config.logdir)
     resumed_config(saved, {name: getattr(config, name) for name in LOCKED_FIELDS})
 

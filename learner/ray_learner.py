@@ -15,7 +15,26 @@ import ray
 from impala_rep.config import TrainConfig
 from impala_rep.learner.device_spec import parse_devices
 
-__all__ = ["RayLearner", "create_learner", "learner_gpus"]
+__all__ = ["RayLearner", "create_learner", "learner_gpus", "learner_hyperparams"]
+
+
+def learner_hyperparams(config: TrainConfig, frame_skip: int = 1):
+    """The `LearnerHyperparams` a run's config asks for."""
+    from impala_rep.learner.learner import LearnerHyperparams
+
+    return LearnerHyperparams(
+        learning_rate=config.learning_rate,
+        total_steps=config.total_learner_steps(frame_skip),
+        discount=config.discount,
+        baseline_cost=config.baseline_cost,
+        entropy_cost=config.entropy_cost,
+        clip_rho_threshold=config.clip_rho_threshold,
+        clip_pg_rho_threshold=config.clip_pg_rho_threshold,
+        rmsprop_decay=config.rmsprop_decay,
+        rmsprop_epsilon=config.rmsprop_epsilon,
+        max_grad_norm=config.max_grad_norm,
+        reward_clipping=config.reward_clipping,
+    )
 
 
 class _LearnerProcess:
@@ -25,23 +44,11 @@ class _LearnerProcess:
         from impala_rep import Replicator
 
         replicator = Replicator(config.learner_devices)
-        from impala_rep.learner.learner import Learner, LearnerHyperparams
+        from impala_rep.learner.learner import Learner
         from impala_rep.learner.service import LearnerService
 
-        hyperparams = LearnerHyperparams(
-            learning_rate=config.learning_rate,
-            total_steps=config.total_learner_steps(frame_skip),
-            discount=config.discount,
-            baseline_cost=config.baseline_cost,
-            entropy_cost=config.entropy_cost,
-            clip_rho_threshold=config.clip_rho_threshold,
-            clip_pg_rho_threshold=config.clip_pg_rho_threshold,
-            rmsprop_decay=config.rmsprop_decay,
-            rmsprop_epsilon=config.rmsprop_epsilon,
-            max_grad_norm=config.max_grad_norm,
-            reward_clipping=config.reward_clipping,
-        )
-        learner = Learner(agent=agent_factory(), replicator=replicator, hyperparams=hyperparams,
+        learner = Learner(agent=agent_factory(), replicator=replicator,
+                          hyperparams=learner_hyperparams(config, frame_skip),
                           observation_shape=observation_shape, loss_fn=loss_fn)
         checkpoint = None
         if config.logdir is not None:
@@ -63,6 +70,10 @@ class _LearnerProcess:
     def pid(self) -> int:
         return os.getpid()
 
+    def node_id(self) -> str:
+        """The Ray node this process runs on (where Ray placed it)."""
+        return ray.get_runtime_context().get_node_id()
+
     def enqueue(self, unroll, stats=None):
         return self._service.enqueue(unroll, stats)
 
@@ -72,8 +83,8 @@ class _LearnerProcess:
     def report(self):
         return self._service.report()
 
-    def stop(self):
-        return self._service.stop()
+    def stop(self, timeout_s: float = 300.0):
+        return self._service.stop(timeout_s)
 
     def save(self):
         return self._service.save()
@@ -86,7 +97,8 @@ RayLearner = ray.remote(_LearnerProcess)
 
 
 def learner_gpus(devices: str) -> int:
-    """GPUs to ask Ray for, so the learner is placed on a node that has them."""
+    """GPUs to ask Ray for (one per replica of a learner host), so the learner is
+    placed on a node that has them."""
     spec = parse_devices(devices)
     if spec.kind != "gpu":
         return 0  # "auto" takes whatever the node it lands on has

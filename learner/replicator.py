@@ -35,11 +35,12 @@ gradient of the sum over the global batch.
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any, Callable, Iterable, Sequence
 
 import tensorflow as tf
 
-from impala_rep.learner.device_spec import DeviceSpec, parse_devices
+from impala_rep.learner.device_spec import DeviceSpec, parse_devices, tpu_resolver_args
 
 __all__ = [
     "DeviceSpec",
@@ -87,21 +88,28 @@ def _gpus(spec: str, count: int | None) -> list[str]:
     return devices
 
 
-def _tpu_strategy(tpu_address: str) -> tf.distribute.Strategy:
+def _tpu_strategy(spec: str, resolver_args: dict[str, str]) -> tf.distribute.Strategy:
+    # Untested on hardware (no TPU here); tests cover `tpu_resolver_args`, which
+    # decides what the resolver is asked for.
     try:
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address)
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(**resolver_args)
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
     except (ValueError, RuntimeError, tf.errors.OpError) as err:
-        raise ValueError(f"device spec 'tpu': no TPU could be reached ({err})") from err
+        raise ValueError(f"device spec {spec!r}: no TPU could be reached at "
+                         f"{resolver_args['tpu']!r} ({err})") from err
     return tf.distribute.TPUStrategy(resolver)
 
 
-def make_strategy(spec: str, *, tpu_address: str = "") -> tf.distribute.Strategy:
-    """Builds the in-graph `tf.distribute` strategy a device spec asks for."""
+def make_strategy(spec: str) -> tf.distribute.Strategy:
+    """Builds the in-graph `tf.distribute` strategy a device spec asks for.
+
+    "tpu" / "tpu:NAME" builds a `TPUStrategy` from a `TPUClusterResolver` for the
+    TPU that `tpu_resolver_args` picks (NAME, else $TPU_NAME, else "local").
+    """
     parsed = parse_devices(spec)
     if parsed.kind == "tpu":
-        return _tpu_strategy(tpu_address)
+        return _tpu_strategy(spec, tpu_resolver_args(parsed, os.environ))
     if parsed.kind == "auto":
         gpus = tf.config.list_logical_devices("GPU")
         parsed = DeviceSpec("gpu", None) if gpus else DeviceSpec("cpu", 1)
@@ -122,8 +130,8 @@ class Replicator:
 
     Args:
       devices: "auto" (all GPUs, else the CPU), "cpu", "cpu:N" (N logical CPU
-        devices; must be asked before TensorFlow initialises), "gpu", "gpu:N" or
-        "tpu".
+        devices; must be asked before TensorFlow initialises), "gpu", "gpu:N",
+        "tpu" or "tpu:NAME".
       strategy: an existing `tf.distribute.Strategy` to use instead of `devices`,
         e.g. a `MultiWorkerMirroredStrategy` for between-graph replication across
         hosts. Each host then passes its own host batch to `run`, which is split

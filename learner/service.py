@@ -12,6 +12,14 @@ Checkpoints (optional, a `RunCheckpoint`) are written by the training thread
 between steps, every `checkpoint_every_s`, and by `save` once training has
 stopped, so a checkpoint never sees a half-applied update.
 
+Several services, one per learner host of a `MultiWorkerMirroredStrategy` group
+(`learner/learner_group.py`), run in lock-step: a `sync` object makes every
+host agree, before each step, that all of them hold a batch and none is
+stopping, and on which steps to checkpoint (checkpoints under that strategy
+must be written by all hosts at the same step). A host whose actors are slow
+makes the others wait in that agreement: back-pressure, as a full queue is.
+Only the chief host publishes weights (`publish=None` on the others).
+
 Accounting, in agent steps: `frames_produced == frames_consumed + frames_queued`
 in every report. A resumed service starts both produced and consumed at the
 checkpoint's consumed count: unrolls that were queued when the previous run
@@ -50,17 +58,27 @@ class LearnerService:
       checkpoint: a `RunCheckpoint`, or None for no checkpoints.
       checkpoint_every_s: seconds between checkpoints written while training.
       resume: restore the newest readable checkpoint before training starts.
+      sync: for one host of a multi-host learner, an object whose
+        `agree(ready=, checkpoint=) -> (go, save)` returns whether EVERY host is
+        ready to step and whether ANY wants a checkpoint now (a collective, so it
+        blocks until all hosts call it). None: a single host.
+      frames_scale: hosts whose consumed frames a checkpoint's frame count stands
+        for (every host consumes the same number per step), so that the count in
+        a checkpoint is the run's total.
     """
 
     def __init__(self, *, learner, batch_size: int, total_frames: int, queue_capacity: int,
-                 publish: Callable[[list[np.ndarray]], Any] = lambda weights: weights,
-                 checkpoint=None, checkpoint_every_s: float = 600.0, resume: bool = False):
+                 publish: Callable[[list[np.ndarray]], Any] | None = lambda weights: weights,
+                 checkpoint=None, checkpoint_every_s: float = 600.0, resume: bool = False,
+                 sync=None, frames_scale: int = 1):
         self._learner = learner
         self._batch_size = batch_size
         self._total_frames = total_frames
         self._publish = publish
         self._checkpoint = checkpoint
         self._checkpoint_every_s = checkpoint_every_s
+        self._sync = sync
+        self._frames_scale = frames_scale
         self._queue = UnrollQueue(queue_capacity)
         self._lock = threading.Lock()
         self._new_returns: list[float] = []
@@ -84,10 +102,9 @@ class LearnerService:
             self._episodes = counters.episodes
             self._recent_returns.extend(counters.recent_returns)
         self._done = threading.Event()
-        version, weights = learner.get_weights()
         # Actors hold the published object inside a list so that Ray passes the
         # reference through instead of resolving it on every reply.
-        self._published = (version, [publish(weights)])
+        self._published = self._publish_weights()
         self._last_save_time = time.monotonic()
         self._thread = threading.Thread(target=self._train_loop, name="learner", daemon=True)
         self._thread.start()
@@ -140,11 +157,16 @@ class LearnerService:
             "last_checkpoint": last_checkpoint,
         }
 
-    def stop(self) -> None:
-        """Stops training after the step in progress; unblocks every waiting actor."""
+    def stop(self, timeout_s: float = 300.0) -> bool:
+        """Stops training after the step in progress; unblocks every waiting actor.
+
+        Returns whether the training thread ended within `timeout_s` (a host of a
+        multi-host learner can stay blocked in a collective if another host died).
+        """
         self._done.set()
         self._queue.close()
-        self._thread.join(timeout=300)
+        self._thread.join(timeout=timeout_s)
+        return not self._thread.is_alive()
 
     def save(self) -> tuple[str, int] | None:
         """Writes a final checkpoint after `stop`; returns (path, learner step).
@@ -167,23 +189,54 @@ class LearnerService:
     def _frames_consumed(self) -> int:
         return self._base_frames + self._queue.frames_got
 
+    def _publish_weights(self) -> tuple[int, list]:
+        if self._publish is None:  # not the chief host: its weights are the chief's
+            return self._learner.num_steps, [None]
+        version, weights = self._learner.get_weights()
+        return version, [self._publish(weights)]
+
     def _save_checkpoint(self) -> None:
         from impala_rep.learner.checkpointing import RunCounters
 
         with self._lock:
-            counters = RunCounters(frames=self._frames_consumed(), episodes=self._episodes,
+            counters = RunCounters(frames=self._frames_scale * self._frames_consumed(),
+                                   episodes=self._episodes,
                                    recent_returns=tuple(self._recent_returns))
         path = self._checkpoint.save(counters)
         with self._lock:
             self._last_checkpoint = (path, self._learner.num_steps)
         self._last_save_time = time.monotonic()
 
+    def _checkpoint_due(self) -> bool:
+        return (self._checkpoint is not None
+                and time.monotonic() - self._last_save_time >= self._checkpoint_every_s)
+
+    def _next_batch(self):
+        """(batch, stats), or None once the queue is closed (a stop)."""
+        try:
+            return self._queue.get_batch(self._batch_size)
+        except QueueClosed:
+            return None
+
     def _train_loop(self) -> None:
         from impala_rep.learner.learner import NonFiniteError
 
         try:
             while self._frames_consumed() < self._total_frames and not self._done.is_set():
-                batch, stats = self._queue.get_batch(self._batch_size)
+                taken = self._next_batch()
+                save = self._checkpoint_due()
+                if self._sync is not None:
+                    # Every host takes this decision together, so none of them is left
+                    # waiting in a collective of a step the others will not run.
+                    go, save = self._sync.agree(ready=taken is not None and not self._done.is_set(),
+                                                checkpoint=save)
+                    if not go:
+                        if taken is not None:  # not trained on: back to the queue, still counted
+                            self._queue.unget(*taken)
+                        break
+                if taken is None:
+                    break
+                batch, stats = taken
                 with self._lock:
                     self._step_started = time.monotonic()
                 try:
@@ -192,8 +245,7 @@ class LearnerService:
                     # The weights were left alone; keep the last good checkpoint.
                     self._non_finite = str(err)
                     break
-                version, weights = self._learner.get_weights()
-                self._published = (version, [self._publish(weights)])
+                self._published = self._publish_weights()
                 returns = [float(r) for s in stats if s is not None for r in np.asarray(s.returns)]
                 with self._lock:
                     self._busy_s += time.monotonic() - self._step_started
@@ -202,11 +254,10 @@ class LearnerService:
                     self._new_returns.extend(returns)
                     self._recent_returns.extend(returns)
                     self._episodes += len(returns)
-                if (self._checkpoint is not None
-                        and time.monotonic() - self._last_save_time >= self._checkpoint_every_s):
+                if self._sync is None:
+                    save = self._checkpoint_due()  # a single host decides after its step
+                if save and self._checkpoint is not None:
                     self._save_checkpoint()
-        except QueueClosed:
-            pass
         except Exception:  # surfaced to the driver through report()
             self._error = traceback.format_exc()
         finally:

@@ -1,0 +1,69 @@
+"""What keeps the hosts of a multi-host learner in lock-step (TensorFlow, Ray-free).
+
+Under `MultiWorkerMirroredStrategy` every step's collectives block until every
+host joins them, so all hosts must run the same steps in the same order and take
+every decision to stop or to checkpoint together. `HostSync.agree` is that
+decision: one small all-reduce through the Replicator before each step.
+`ScratchCheckpoint` is how a non-chief host takes part in a checkpoint.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+
+import numpy as np
+
+from impala_rep.learner.replicator import Replicator, all_reduce
+
+__all__ = ["HostSync", "ScratchCheckpoint"]
+
+
+def _min_over_replicas(flags):
+    return all_reduce(flags, op="min")
+
+
+class HostSync:
+    """`agree(ready=, checkpoint=)` -> (every host is ready, some host wants a checkpoint).
+
+    A collective: it returns only once every host has called it, which is what
+    makes a host that stops (or has no batch after its queue closed) release the
+    others instead of leaving them blocked in the next step's all-reduce.
+    """
+
+    def __init__(self, replicator: Replicator):
+        self._replicator = replicator
+
+    def agree(self, *, ready: bool, checkpoint: bool) -> tuple[bool, bool]:
+        # min over [ready, not checkpoint]: all ready, and not (any wants a checkpoint).
+        flags = np.array([[float(ready), 1.0 - float(checkpoint)]], np.float32)
+        flags = np.repeat(flags, self._replicator.num_local_replicas, axis=0)
+        agreed = np.asarray(self._replicator.run(_min_over_replicas, flags)[0]).reshape(-1)
+        return bool(agreed[0] > 0.5), bool(agreed[1] < 0.5)
+
+
+class ScratchCheckpoint:
+    """A non-chief host's part in a checkpoint: the same save, into a temporary directory
+    that is deleted right after.
+
+    TensorFlow's multi-worker guide has every worker save, because the save may
+    involve collectives, and non-chief workers write to a temporary directory
+    so that they do not clobber the chief's files. Only the chief's checkpoint
+    (`RunCheckpoint` in LOGDIR/checkpoints) is kept.
+    """
+
+    def __init__(self, *, learner):
+        self._learner = learner
+
+    def save(self, counters) -> str:
+        from impala_rep.learner.checkpointing import RunCheckpoint
+
+        directory = tempfile.mkdtemp(prefix="impala-rep-host-checkpoint-")
+        try:
+            RunCheckpoint(learner=self._learner, directory=directory).save(counters)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+        return ""
+
+    def restore(self):
+        raise FileNotFoundError("a non-chief learner host keeps no checkpoint to restore")
