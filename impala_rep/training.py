@@ -72,10 +72,10 @@ def _start_ray(config: TrainConfig) -> bool:
         ray.init(address=config.ray_address, logging_level=logging.WARNING)
         return False
     # Embedded Ray for a single machine: bound to loopback, no dashboard, enough
-    # CPU slots for the learner and every actor even on a 2-core machine (they
+    # CPU slots for every learner host and every actor even on a 2-core machine (they
     # share the cores; the OS schedules them).
     ray.init(
-        num_cpus=max(os.cpu_count() or 1, config.num_actors + 1),
+        num_cpus=max(os.cpu_count() or 1, config.num_actors + config.learner_hosts),
         include_dashboard=False,
         _node_ip_address="127.0.0.1",
         logging_level=logging.WARNING,
@@ -120,7 +120,8 @@ def _summary_table(result: TrainResult, config: TrainConfig) -> str:
     rows = [
         ("environment", config.env),
         ("actors x envs", f"{config.num_actors} x {config.envs_per_actor}"),
-        ("learner devices", config.learner_devices),
+        ("learner devices", config.learner_devices if config.learner_hosts == 1
+         else f"{config.learner_hosts} hosts x {config.learner_devices}"),
         ("env frames (learner-consumed)", f"{result.frames:,}"),
         ("learner steps", f"{result.learner_steps:,}"),
         ("episodes", f"{result.episodes:,}"),
@@ -212,13 +213,14 @@ def train(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
 
     from impala_rep.actors.ray_actor import create_actor
     from impala_rep.actors.supervisor import ActorCrashLoop, ActorSupervisor
-    from impala_rep.learner.ray_learner import create_learner
+    from impala_rep.learner.learner_group import create_learner_group
 
     started_ray = _start_ray(config)
     run_log = RunLog(logdir) if logdir is not None else None
     progress = _Progress(out, config.total_frames)
+    hosts = "" if config.learner_hosts == 1 else f"{config.learner_hosts} hosts x "
     print(f"impala-rep: {'resuming' if resume else 'training'} {config.env} with {config.num_actors} "
-          f"actors x {config.envs_per_actor} envs, learner on {config.learner_devices!r}, "
+          f"actors x {config.envs_per_actor} envs, learner on {hosts}{config.learner_devices!r}, "
           f"{config.total_frames:,} frames" + (f", logdir {logdir}" if logdir else ""), file=out)
     records: list[dict[str, Any]] = []
     failure: str | None = None
@@ -228,24 +230,38 @@ def train(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
     learner_alive = True
     try:
         with signals:
-            learner = create_learner(config, env_spec.observation_shape, agent_factory,
-                                     env_spec.frame_skip, loss_fn=loss, resume=resume)
+            # One learner actor, or config.learner_hosts of them in one
+            # MultiWorkerMirroredStrategy group (learner/learner_group.py).
+            learner = create_learner_group(config, env_spec.observation_shape, agent_factory,
+                                           env_spec.frame_skip, loss_fn=loss, resume=resume)
             # The learner counts agent steps; users see env frames (x frame skip, 4 on Atari).
             skip = env_spec.frame_skip
             try:  # waits for the learner to be built (and restored)
-                first = ray.get(learner.report.remote())
-            except ray.exceptions.RayActorError as err:
+                learner.wait_started()
+                first = learner.report()
+            except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as err:
                 raise TrainingFailed(f"the learner could not start: {_first_line(err)}") from None
             if resume:
-                print(f"impala-rep: resumed from {ray.get(learner.restored_from.remote())} "
+                print(f"impala-rep: resumed from {learner.restored_from()} "
                       f"(learner step {first['learner_steps']:,}, {skip * first['frames_consumed']:,} "
                       "frames)", file=out)
             last_checkpoint = first["last_checkpoint"]
+            actor_nodes: list = []  # node_id() refs, asked before each actor's run() is queued
+
+            def start_actor(slot: int, seed: int):
+                actor = create_actor(config=config, agent_factory=agent_factory,
+                                     learner=learner.host_for(slot),
+                                     weights_from=learner.weights_source_for(slot), seed=seed)
+                if config.ray_address:
+                    actor_nodes.append(actor.node_id.remote())
+                return actor
+
             supervisor = ActorSupervisor(
-                create=lambda slot, seed: create_actor(config=config, agent_factory=agent_factory,
-                                                       learner=learner, seed=seed),
+                create=start_actor,
                 num_actors=config.num_actors, seed=config.seed, start_step=first["learner_steps"],
                 max_failures=config.max_actor_failures)
+            if config.ray_address:  # on a cluster, say where Ray placed the processes
+                print(f"impala-rep: {_placement(learner.hosts, actor_nodes)}", file=out, flush=True)
             last = {"t": time.monotonic(), "produced": skip * first["frames_produced"],
                     "consumed": skip * first["frames_consumed"], "busy": 0.0}
             while True:
@@ -255,7 +271,7 @@ def train(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
                     failure = f"actors keep failing: {err}"
                     break
                 try:
-                    report = ray.get(learner.report.remote())
+                    report = learner.report()
                 except ray.exceptions.RayActorError:
                     failure, learner_alive = _LEARNER_DIED, False
                     break
@@ -290,14 +306,16 @@ def train(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
             # after a non-finite step or an error: the last good one stays newest).
             if learner_alive:
                 try:
-                    ray.get(learner.stop.remote())
-                    last_checkpoint = ray.get(learner.save.remote()) or last_checkpoint
+                    if learner.stop():
+                        last_checkpoint = learner.save() or last_checkpoint
+                    else:  # a host left in a collective by a failed peer: no save, kill
+                        failure, learner_alive = failure or _HOST_STUCK, False
                 except ray.exceptions.RayActorError:
                     failure = failure or _LEARNER_DIED
             if failure is None:
                 # One last record after the stop: the counters there are final, and
                 # frames_produced == frames + frames_queued reconciles the whole run.
-                record = _record(ray.get(learner.report.remote()), last, now=time.monotonic(),
+                record = _record(learner.report(), last, now=time.monotonic(),
                                  start=start, skip=skip, actor_restarts=supervisor.restarts)
                 records.append(record)
                 if run_log is not None:
@@ -306,7 +324,7 @@ def train(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
         if supervisor is not None:
             supervisor.stop(timeout_s=30.0)
         if learner is not None and not started_ray:
-            ray.kill(learner)  # on a shared cluster nothing of this run may linger
+            learner.kill()  # on a shared cluster nothing of this run may linger
         if run_log is not None:
             run_log.close()
         if started_ray:
@@ -330,6 +348,7 @@ def train(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
 
 
 _LEARNER_DIED = "the learner process died"
+_HOST_STUCK = "a learner host did not stop (a peer host failed during a step)"
 
 
 def _record(report: dict[str, Any], last: dict[str, Any], *, now: float, start: float, skip: int,
@@ -338,7 +357,7 @@ def _record(report: dict[str, Any], last: dict[str, Any], *, now: float, start: 
     dt = max(now - last["t"], 1e-9)
     metrics = report["metrics"]
     produced, consumed = skip * report["frames_produced"], skip * report["frames_consumed"]
-    return {
+    record = {
         "frames": consumed,
         "wall_s": round(now - start, 3),
         "env_fps": (produced - last["produced"]) / dt,
@@ -359,6 +378,22 @@ def _record(report: dict[str, Any], last: dict[str, Any], *, now: float, start: 
         "frames_queued": skip * report["frames_queued"],
         "actor_restarts": actor_restarts,
     }
+    # Every other metric of the learner step too: the loss's components and whatever a
+    # custom loss reports (e.g. an extra penalty term), under the loss's own names.
+    record.update({k: v for k, v in metrics.items() if k not in record})
+    return record
+
+
+def _placement(hosts, actor_node_refs) -> str:
+    """Which Ray node each learner host and actor landed on (node ids shortened)."""
+    import ray
+
+    host_nodes = ray.get([host.node_id.remote() for host in hosts])
+    actor_nodes = ray.get(list(actor_node_refs))
+    short = {node: node[:8] for node in host_nodes + actor_nodes}
+    per_node = {short[n]: actor_nodes.count(n) for n in dict.fromkeys(actor_nodes)}
+    return (f"placement: learner host(s) on node(s) {', '.join(short[n] for n in host_nodes)}; "
+            f"actors per node {per_node} ({len(set(host_nodes + actor_nodes))} node(s) in use)")
 
 
 def _first_line(error: Exception) -> str:

@@ -52,6 +52,8 @@ def test_cli_trains_the_custom_agent_named_by_file(local_ray, tmp_path):
     assert config["loss"] == f"{example}:l2_regularised_loss"
     records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["learner_steps"] == 20 and records[-1]["loss"] is not None
+    # The custom loss's own metric reaches metrics.jsonl next to the IMPALA loss's parts.
+    assert records[-1]["l2_loss"] > 0 and records[-1]["pg_loss"] is not None
 
 
 def test_custom_agent_acts_with_the_network_it_trains():
