@@ -30,7 +30,8 @@ from typing import Any, Callable, Sequence
 import ray
 
 from impala_rep.config import TrainConfig
-from impala_rep.learner.ray_learner import create_learner, learner_gpus, learner_hyperparams
+from impala_rep.learner.ray_learner import (LearnerEndpoints, create_learner, learner_gpus,
+                                            learner_hyperparams)
 
 __all__ = ["LearnerGroup", "create_learner_group", "merge_reports", "RayLearnerHost"]
 
@@ -39,7 +40,7 @@ __all__ = ["LearnerGroup", "create_learner_group", "merge_reports", "RayLearnerH
 _HOST_STOP_TIMEOUT_S = 60.0
 
 
-class _LearnerHostProcess:
+class _LearnerHostProcess(LearnerEndpoints):
     """One host of a multi-host learner. Cheap to construct: TensorFlow starts in `start`,
     once TF_CONFIG can be written."""
 
@@ -92,33 +93,10 @@ class _LearnerHostProcess:
             sync=HostSync(replicator), frames_scale=hosts)
         return os.getpid()
 
-    def pid(self) -> int:
-        return os.getpid()
-
-    def node_id(self) -> str:
-        """The Ray node this process runs on (where Ray placed it)."""
-        return ray.get_runtime_context().get_node_id()
 
     def restored_from(self) -> str | None:
         return None
 
-    def enqueue(self, unroll, stats=None):
-        return self._service.enqueue(unroll, stats)
-
-    def latest_weights(self):
-        return self._service.latest_weights()
-
-    def report(self):
-        return self._service.report()
-
-    def stop(self, timeout_s: float = 300.0):
-        return self._service.stop(timeout_s)
-
-    def save(self):
-        return self._service.save()
-
-    def get_weights(self):
-        return self._service.get_weights()
 
 
 RayLearnerHost = ray.remote(_LearnerHostProcess)

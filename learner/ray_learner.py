@@ -15,7 +15,7 @@ import ray
 from impala_rep.config import TrainConfig
 from impala_rep.learner.device_spec import parse_devices
 
-__all__ = ["RayLearner", "create_learner", "learner_gpus", "learner_hyperparams"]
+__all__ = ["LearnerEndpoints", "RayLearner", "create_learner", "learner_gpus", "learner_hyperparams"]
 
 
 def learner_hyperparams(config: TrainConfig, frame_skip: int = 1):
@@ -37,7 +37,40 @@ def learner_hyperparams(config: TrainConfig, frame_skip: int = 1):
     )
 
 
-class _LearnerProcess:
+class LearnerEndpoints:
+    """What a learner Ray actor serves to actors and the driver: its `LearnerService`'s
+    methods (`self._service`) and where it runs. Shared by the single learner below and
+    the hosts of a multi-host learner (learner/learner_group.py)."""
+
+    _service: Any
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def node_id(self) -> str:
+        """The Ray node this process runs on (where Ray placed it)."""
+        return ray.get_runtime_context().get_node_id()
+
+    def enqueue(self, unroll, stats=None):
+        return self._service.enqueue(unroll, stats)
+
+    def latest_weights(self):
+        return self._service.latest_weights()
+
+    def report(self):
+        return self._service.report()
+
+    def stop(self, timeout_s: float = 300.0):
+        return self._service.stop(timeout_s)
+
+    def save(self):
+        return self._service.save()
+
+    def get_weights(self):
+        return self._service.get_weights()
+
+
+class _LearnerProcess(LearnerEndpoints):
     def __init__(self, config: TrainConfig, observation_shape: tuple[int, ...],
                  agent_factory: Callable[[], Any], frame_skip: int = 1,
                  loss_fn: Callable[..., Any] | None = None, resume: bool = False):
@@ -67,30 +100,7 @@ class _LearnerProcess:
     def restored_from(self) -> str | None:
         return self._service.restored_from
 
-    def pid(self) -> int:
-        return os.getpid()
 
-    def node_id(self) -> str:
-        """The Ray node this process runs on (where Ray placed it)."""
-        return ray.get_runtime_context().get_node_id()
-
-    def enqueue(self, unroll, stats=None):
-        return self._service.enqueue(unroll, stats)
-
-    def latest_weights(self):
-        return self._service.latest_weights()
-
-    def report(self):
-        return self._service.report()
-
-    def stop(self, timeout_s: float = 300.0):
-        return self._service.stop(timeout_s)
-
-    def save(self):
-        return self._service.save()
-
-    def get_weights(self):
-        return self._service.get_weights()
 
 
 RayLearner = ray.remote(_LearnerProcess)
