@@ -19,6 +19,8 @@ from typing import Any, Callable
 import numpy as np
 import ray
 
+from impala_rep.ray_errors import describe_ray_error, failed_to_start
+
 
 __all__ = ["ActorSupervisor", "ActorFailure", "ActorCrashLoop", "actor_seed"]
 
@@ -38,22 +40,6 @@ def actor_seed(*, seed: int, slot: int, generation: int, start_step: int) -> int
     """A distinct seed per slot, per replacement and per resumed run (so a resumed or
     replaced actor does not replay the episodes its predecessor already played)."""
     return int(np.random.SeedSequence([seed, slot, generation, start_step]).generate_state(1)[0])
-
-
-def _cause(error: Exception) -> str:
-    """One line saying why an actor stopped."""
-    if isinstance(error, ray.exceptions.RayTaskError):
-        cause = error.cause
-        if cause is not None:
-            return f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}".rstrip(": ")
-    if isinstance(error, ray.exceptions.RayActorError):
-        if getattr(error, "actor_init_failed", False):
-            # Ray puts the constructor's traceback in the message; its last line
-            # is the exception itself.
-            lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-            return f"failed to start: {lines[-1] if lines else 'unknown error'}"
-        return "actor process died (killed or out of memory)"
-    return f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"
 
 
 class ActorSupervisor:
@@ -112,7 +98,9 @@ class ActorSupervisor:
                 self.finished.add(slot)
                 continue
             except Exception as error:  # noqa: BLE001 - any failure of the actor's loop
-                cause = _cause(error)
+                cause = describe_ray_error(error)
+                if failed_to_start(error):
+                    cause = f"failed to start: {cause}"
             ray.kill(self._actors[slot])  # a loop that raised leaves its process alive
             now = time.monotonic()
             self._failure_times.append(now)

@@ -14,13 +14,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
-import re
 from typing import Any
 
 from impala_rep.config import TrainConfig
 
-__all__ = ["LOCKED_FIELDS", "load_run_config", "resumed_config", "check_resumable",
-           "newest_checkpoint"]
+__all__ = ["LOCKED_FIELDS", "load_run_config", "resumed_config", "check_resumable"]
 
 LOCKED_FIELDS = ("env", "network", "use_lstm", "hidden_sizes", "agent")
 
@@ -70,24 +68,3 @@ def check_resumable(config: TrainConfig) -> None:
     saved = load_run_config(config.logdir)
     resumed_config(saved, {name: getattr(config, name) for name in LOCKED_FIELDS})
 
-
-def newest_checkpoint(logdir: str) -> tuple[str, int] | None:
-    """(path, learner step) of the checkpoint LOGDIR/checkpoints/checkpoint names, if any.
-
-    Read from disk (not from the learner's last report) so that a checkpoint
-    written just before the learner died is still found. Checkpoints are
-    numbered by learner step (`RunCheckpoint.save`).
-    """
-    index = pathlib.Path(logdir) / _CHECKPOINT_INDEX
-    try:
-        text = index.read_text()
-    except OSError:
-        return None
-    # The index is a text proto; its first line is: model_checkpoint_path: "ckpt-N"
-    match = re.search(r'^model_checkpoint_path: "(.*?-(\d+))"', text, re.MULTILINE)
-    if match is None:
-        return None
-    path = pathlib.Path(match.group(1))
-    if not path.is_absolute():
-        path = index.parent / path
-    return str(path), int(match.group(2))

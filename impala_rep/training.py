@@ -18,7 +18,8 @@ from typing import Any, Callable, TextIO
 
 from impala_rep.config import TrainConfig
 from impala_rep.learner.service import RETURN_WINDOW
-from impala_rep.resume import check_resumable, newest_checkpoint
+from impala_rep.ray_errors import describe_ray_error
+from impala_rep.resume import check_resumable
 from impala_rep.run_log import RunLog, write_json_atomically
 from impala_rep.shutdown import StopSignals
 
@@ -240,7 +241,7 @@ def train(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
                 learner.wait_started()
                 first = learner.report()
             except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as err:
-                raise TrainingFailed(f"the learner could not start: {_first_line(err)}") from None
+                raise TrainingFailed(f"the learner could not start: {describe_ray_error(err)}") from None
             if resume:
                 print(f"impala-rep: resumed from {learner.restored_from()} "
                       f"(learner step {first['learner_steps']:,}, {skip * first['frames_consumed']:,} "
@@ -331,7 +332,10 @@ def train(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
             ray.shutdown()
     if failure is not None:
         if config.logdir is not None:  # a checkpoint written after the last report counts too
-            last_checkpoint = newest_checkpoint(config.logdir) or last_checkpoint
+            from impala_rep.learner.checkpointing import CHECKPOINT_SUBDIR, newest_checkpoint
+
+            last_checkpoint = (newest_checkpoint(pathlib.Path(config.logdir) / CHECKPOINT_SUBDIR)
+                               or last_checkpoint)
         raise TrainingFailed(_failure_message(failure, config, last_checkpoint))
     final = records[-1]
     result = TrainResult(frames=final["frames"], wall_s=time.monotonic() - start,
@@ -394,13 +398,6 @@ def _placement(hosts, actor_node_refs) -> str:
     per_node = {short[n]: actor_nodes.count(n) for n in dict.fromkeys(actor_nodes)}
     return (f"placement: learner host(s) on node(s) {', '.join(short[n] for n in host_nodes)}; "
             f"actors per node {per_node} ({len(set(host_nodes + actor_nodes))} node(s) in use)")
-
-
-def _first_line(error: Exception) -> str:
-    """The innermost error's first line (Ray wraps an actor's constructor error)."""
-    cause = getattr(error, "cause", None) or error
-    lines = [line for line in str(cause).splitlines() if line.strip()]
-    return f"{type(cause).__name__}: {lines[-1] if lines else ''}"
 
 
 def _failure_message(failure: str, config: TrainConfig, last_checkpoint) -> str:
