@@ -30,6 +30,7 @@ from typing import Any, Callable, Sequence
 import ray
 
 from impala_rep.config import TrainConfig
+from impala_rep.learner.service import RETURN_WINDOW
 from impala_rep.learner.ray_learner import (LearnerEndpoints, create_learner, learner_gpus,
                                             learner_hyperparams)
 
@@ -120,7 +121,7 @@ def merge_reports(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
         metrics["policy_lag_mean"] = sum(lag_means) / len(lag_means)
         metrics["policy_lag_max"] = max(lag_maxes)
     # Each host's mean covers its own last episodes; weight by how many it holds.
-    weighted = [(r["episode_return_mean"], min(r["episodes"], 100)) for r in reports
+    weighted = [(r["episode_return_mean"], min(r["episodes"], RETURN_WINDOW)) for r in reports
                 if r["episode_return_mean"] is not None]
     total_weight = sum(w for _, w in weighted)
     return_mean = (sum(m * w for m, w in weighted) / total_weight) if total_weight else None

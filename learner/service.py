@@ -224,12 +224,11 @@ class LearnerService:
         try:
             while self._frames_consumed() < self._total_frames and not self._done.is_set():
                 taken = self._next_batch()
-                save = self._checkpoint_due()
                 if self._sync is not None:
                     # Every host takes this decision together, so none of them is left
                     # waiting in a collective of a step the others will not run.
                     go, save = self._sync.agree(ready=taken is not None and not self._done.is_set(),
-                                                checkpoint=save)
+                                                checkpoint=self._checkpoint_due())
                     if not go:
                         if taken is not None:  # not trained on: back to the queue, still counted
                             self._queue.unget(*taken)
