@@ -34,7 +34,8 @@ from impala_rep.learner.service import RETURN_WINDOW
 from impala_rep.learner.ray_learner import (LearnerEndpoints, create_learner, learner_gpus,
                                             learner_hyperparams)
 
-__all__ = ["LearnerGroup", "create_learner_group", "merge_reports", "RayLearnerHost"]
+__all__ = ["LearnerGroup", "create_learner_group", "distinct_addresses", "merge_reports",
+           "RayLearnerHost"]
 
 # Seconds a host gets to end its training thread on stop: a host left in a
 # collective by a dead or failed peer never ends it, and is killed instead.
@@ -199,6 +200,22 @@ class LearnerGroup:
             ray.kill(host)
 
 
+def distinct_addresses(ask: Callable[[], list[str]], tries: int = 3) -> list[str]:
+    """The hosts' `ip:port` addresses from `ask()`, asked up to `tries` times until no two agree.
+
+    Two hosts on one node pick their free ports independently, so both may be
+    offered the same one; a group with a duplicate address would hang in its
+    first collective. RuntimeError naming the duplicates if every try had some.
+    """
+    for _ in range(tries):
+        addresses = list(ask())
+        if len(set(addresses)) == len(addresses):
+            return addresses
+    duplicates = sorted({a for a in addresses if addresses.count(a) > 1})
+    raise RuntimeError(f"learner hosts were offered the same address {', '.join(duplicates)} "
+                       f"{tries} times in a row; start the run again")
+
+
 def create_learner_group(config: TrainConfig, observation_shape, agent_factory, frame_skip: int = 1,
                          loss_fn: Callable[..., Any] | None = None,
                          resume: bool = False) -> LearnerGroup:
@@ -219,11 +236,13 @@ def create_learner_group(config: TrainConfig, observation_shape, agent_factory, 
         # One host per node where Ray can, so the group's hosts really are hosts.
         scheduling_strategy="SPREAD",
     ).remote() for _ in range(config.learner_hosts)]
-    addresses = ray.get([host.host_address.remote() for host in hosts])
-    for _ in range(3):  # two hosts on one node could be offered the same free port
-        if len(set(addresses)) == len(addresses):
-            break
-        addresses = ray.get([host.host_address.remote() for host in hosts])
+    try:
+        addresses = distinct_addresses(
+            lambda: ray.get([host.host_address.remote() for host in hosts]))
+    except RuntimeError:
+        for host in hosts:
+            ray.kill(host)
+        raise
     started = [host.start.remote(config=config, addresses=addresses, index=index,
                                  observation_shape=tuple(observation_shape),
                                  agent_factory=agent_factory, frame_skip=frame_skip, loss_fn=loss_fn)

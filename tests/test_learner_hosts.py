@@ -18,7 +18,8 @@ ray = pytest.importorskip("ray")
 
 from impala_rep.config import TrainConfig  # noqa: E402
 from impala_rep.learner.cluster_spec import free_port, tf_config  # noqa: E402
-from impala_rep.learner.learner_group import create_learner_group, merge_reports  # noqa: E402
+from impala_rep.learner.learner_group import (create_learner_group, distinct_addresses,  # noqa: E402
+                                              merge_reports)
 from impala_rep.resume import check_resumable, load_run_config, resumed_config  # noqa: E402
 from impala_rep.training import train  # noqa: E402
 from impala_rep.unroll import slice_columns  # noqa: E402
@@ -80,6 +81,23 @@ def test_merged_report_adds_frames_and_takes_the_common_step():
     assert merged["frames_produced"] == merged["frames_consumed"] + merged["frames_queued"]
     assert merged["episodes"] == 3 and merged["episode_return_mean"] == pytest.approx(7 / 3)
     assert merged["metrics"] == {"loss": 1.5, "policy_lag_mean": 3.0, "policy_lag_max": 4.0}
+
+
+def test_hosts_are_asked_again_until_their_addresses_differ():
+    answers = iter([["10.0.0.1:5000", "10.0.0.1:5000"], ["10.0.0.1:5000", "10.0.0.1:5001"]])
+    assert distinct_addresses(lambda: next(answers)) == ["10.0.0.1:5000", "10.0.0.1:5001"]
+
+
+def test_addresses_that_keep_colliding_are_an_error_naming_them():
+    calls = []
+
+    def ask():
+        calls.append(1)
+        return ["10.0.0.1:5000", "10.0.0.2:6000", "10.0.0.1:5000"]
+
+    with pytest.raises(RuntimeError, match=r"same address 10\.0\.0\.1:5000 3 times"):
+        distinct_addresses(ask)
+    assert len(calls) == 3
 
 
 def test_a_multi_host_run_is_not_resumed(tmp_path):
