@@ -56,6 +56,22 @@ def test_output_shapes(torso, use_lstm):
         assert state == () and final == ()
 
 
+@pytest.mark.parametrize("torso", ["shallow", "deep", "minatar"])
+def test_a_new_agent_starts_near_the_uniform_policy(torso):
+    # The policy head starts 100x smaller than Keras' default (networks.py says why):
+    # every state's policy is then close to uniform, whatever the image.
+    agent = CNNAgent(num_actions=6, torso=torso)
+    agent.build(OBS)
+    out, _ = agent.step(random_inputs([64], first_p=0.0)._replace(
+        prev_action=np.zeros([64], np.int32)), ())
+    logits = out.policy_logits.numpy()
+    log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    entropy = -(np.exp(log_p) * log_p).sum(-1)
+    assert entropy.min() > np.log(6) - 1e-3
+    # ... and the head is not zero: the states' logits still differ.
+    assert np.ptp(logits, axis=0).max() > 1e-5
+
+
 @pytest.mark.parametrize("torso, convs", [("shallow", 2), ("deep", 3 + 3 * 2 * 2)])
 def test_conv_layer_count_and_build_idempotent(torso, convs):
     agent = built(torso, use_lstm=True)
