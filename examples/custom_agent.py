@@ -128,6 +128,11 @@ class BatchNormMLPAgent:
         return [layer.kernel for layer in (*self._torso, self._policy, self._baseline)]
 
     @property
+    def non_trainable_variables(self) -> list[tf.Variable]:
+        """The batch-norm moving statistics: the learner checkpoints them with the weights."""
+        return self._moving_statistics
+
+    @property
     def _moving_statistics(self) -> list[tf.Variable]:
         return [self._norm.moving_mean, self._norm.moving_variance]
 

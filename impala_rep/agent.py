@@ -62,6 +62,10 @@ class Agent(Protocol):
     @property
     def trainable_variables(self) -> Sequence[tf.Variable]: ...
 
+    # Optional: `non_trainable_variables`, a property listing variables the learner
+    # updates without gradients (e.g. batch-norm moving statistics). The learner
+    # checkpoints them with the weights, so `--resume` restores them too.
+
     def get_weights(self) -> list[np.ndarray]: ...
 
     def set_weights(self, weights: Sequence[np.ndarray]) -> None: ...

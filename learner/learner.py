@@ -200,10 +200,15 @@ class Learner:
             optimizer.build(list(agent.trainable_variables))
             self._num_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="learner_step")
         self._optimizer = optimizer
+        # Non-trainable agent state (an agent's optional `non_trainable_variables`, e.g.
+        # batch-norm moving statistics) is saved under its own key, and only when there
+        # is some: checkpoints of agents without such state keep their layout.
+        agent_state = list(getattr(agent, "non_trainable_variables", ()))
         self._checkpoint = tf.train.Checkpoint(
             agent=list(agent.trainable_variables),
             optimizer=optimizer.optimizer,
             step=self._num_steps,
+            **({"agent_state": agent_state} if agent_state else {}),
         )
         self._managers: dict[str, tf.train.CheckpointManager] = {}
         # Replicator caches one compiled function per step_fn object; keep ours fixed.
@@ -402,7 +407,8 @@ class Learner:
         return self.num_steps, self._agent.get_weights()
 
     def save(self, directory: str | os.PathLike) -> str:
-        """Checkpoints agent weights, optimizer state and step counter; returns the path.
+        """Checkpoints agent weights (and the agent's `non_trainable_variables`, if it
+        has any), optimizer state and step counter; returns the path.
 
         Keeps the 3 most recent checkpoints in `directory`.
         """

@@ -108,3 +108,49 @@ def test_non_finite_loss_raises_and_leaves_the_weights_alone(replicator):
     for a, b in zip(before, weights(learner)):
         np.testing.assert_array_equal(a, b)
     assert all(np.all(np.isfinite(w)) for w in weights(learner))
+
+
+def example_agent_module():
+    import importlib.util
+    path = pathlib.Path(__file__).resolve().parent.parent / "examples" / "custom_agent.py"
+    spec = importlib.util.spec_from_file_location("custom_agent_example", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_non_trainable_agent_state_is_checkpointed_and_restored(replicator, tmp_path):
+    # The example agent's batch-norm moving statistics: updated by learner steps, not by
+    # gradients; a resumed run must continue from them, not from their initial values.
+    module = example_agent_module()
+
+    def learner():
+        return Learner(agent=module.make_agent(observation_shape=(OBS,), num_actions=A),
+                       replicator=replicator,
+                       hyperparams=LearnerHyperparams(learning_rate=1e-2, total_steps=50),
+                       observation_shape=(OBS,))
+
+    trained = learner()
+    fresh_statistics = [v.numpy().copy() for v in trained.agent.non_trainable_variables]
+    for seed in range(3):
+        trained.step(batch(seed))
+    statistics = [v.numpy().copy() for v in trained.agent.non_trainable_variables]
+    assert max(np.abs(s - f).max() for s, f in zip(statistics, fresh_statistics)) > 1e-3
+    RunCheckpoint(learner=trained, directory=tmp_path, window=4).save(
+        RunCounters(frames=0, episodes=0, recent_returns=()))
+
+    resumed = learner()
+    RunCheckpoint(learner=resumed, directory=tmp_path, window=4).restore()
+    for restored, saved in zip(resumed.agent.non_trainable_variables, statistics):
+        np.testing.assert_array_equal(restored.numpy(), saved)
+    for a, b in zip(weights(trained), weights(resumed)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_agents_without_non_trainable_state_keep_the_checkpoint_layout(replicator, tmp_path):
+    import tensorflow as tf
+    learner = make_learner(replicator)
+    path = learner.save(tmp_path)
+    names = [name for name, _ in tf.train.list_variables(path)]
+    assert any(name.startswith("agent/") for name in names)
+    assert not any(name.startswith("agent_state") for name in names)
