@@ -75,13 +75,20 @@ def test_train_refuses_non_empty_logdir_and_writes_nothing(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
 
 
-def test_atari_preset_selects_paper_settings_and_flags_override():
+def test_atari_presets_select_the_paper_settings_and_flags_override():
+    import dataclasses
+
     from impala_rep.cli import config_from_args, parse_args
 
-    paper = config_from_args(parse_args(["train", "--env", "ALE/Pong-v5", "--preset", "atari"]))
+    paper = config_from_args(parse_args(["train", "--env", "ALE/Pong-v5", "--preset", "atari-paper"]))
     assert (paper.learning_rate, paper.unroll_length, paper.batch_size, paper.discount) == (6e-4, 20, 32, 0.99)
     assert (paper.baseline_cost, paper.entropy_cost, paper.rmsprop_epsilon, paper.max_grad_norm) == (0.5, 0.01, 0.01, 40.0)
-    assert paper.network == "shallow" and paper.reward_clipping == "abs_one"
+    assert (paper.rmsprop_decay, paper.network, paper.reward_clipping) == (0.99, "shallow", "abs_one")
+    # `atari` differs from the paper in exactly the two settings config.py explains.
+    atari = config_from_args(parse_args(["train", "--env", "ALE/Pong-v5", "--preset", "atari"]))
+    differ = {f.name for f in dataclasses.fields(paper) if getattr(paper, f.name) != getattr(atari, f.name)}
+    assert differ == {"batch_size", "rmsprop_epsilon"}
+    assert (atari.batch_size, atari.rmsprop_epsilon) == (8, 1e-4)
     override = config_from_args(parse_args(["train", "--preset", "atari", "--learning-rate", "1e-3",
                                          "--network", "deep", "--use-lstm"]))
     assert override.learning_rate == 1e-3 and override.network == "deep" and override.use_lstm
