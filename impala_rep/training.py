@@ -233,8 +233,11 @@ def train(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
         with signals:
             # One learner actor, or config.learner_hosts of them in one
             # MultiWorkerMirroredStrategy group (learner/learner_group.py).
-            learner = create_learner_group(config, env_spec.observation_shape, agent_factory,
-                                           env_spec.frame_skip, loss_fn=loss, resume=resume)
+            try:
+                learner = create_learner_group(config, env_spec.observation_shape, agent_factory,
+                                               env_spec.frame_skip, loss_fn=loss, resume=resume)
+            except RuntimeError as err:  # e.g. hosts that kept getting one address
+                raise TrainingFailed(f"the learner could not start: {err}") from None
             # The learner counts agent steps; users see env frames (x frame skip, 4 on Atari).
             skip = env_spec.frame_skip
             try:  # waits for the learner to be built (and restored)
