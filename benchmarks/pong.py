@@ -59,7 +59,7 @@ def plot_comparison(logdirs: list[str], out: str) -> pathlib.Path:
         points = [(r["frames"], r["episode_return_mean"]) for r in read_metrics(logdir)
                   if r["episode_return_mean"] is not None]
         label = (f"{config.env}, B={config.batch_size}, lr {config.learning_rate:g}, "
-                 f"RMSProp eps {config.rmsprop_epsilon:g}")
+                 f"RMSProp eps {config.rmsprop_epsilon:g}, seed {config.seed}")
         ax.plot([f / 1e6 for f, _ in points], [m for _, m in points], label=label)
     ax.set(xlabel="env frames (millions)", ylabel="mean return (last 100 episodes)",
            title="Pong, 2 actors, shallow network")
