@@ -48,6 +48,8 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from impala_rep.envs.seeding import ALE_SEED_LIMIT, first_sub_env_seed
+
 __all__ = ["AtariChannelsLastVectorEnv", "atari_game", "is_atari_id", "make_atari_vector_env"]
 
 # "ALE/<Game>-v5" and "<Game>NoFrameskip-v4" (also gymnasium's "-v0": sticky 0.25).
@@ -107,7 +109,8 @@ def make_atari_vector_env(env_id: str, *, num_envs: int, seed: int,
     at game over): every episode is then the first life of a new game
     (tests/test_atari.py pins this). `noop_max`: up to this many no-ops at each reset (0: none).
     `max_num_frames_per_episode`: emulator frames (4 per step) before truncation.
-    The env is reset with `reset(seed=seed)` (sub-env i gets seed + i), so a
+    The env is reset with `reset(seed=seed)` (sub-env i gets seed + i; seeds from
+    2**31 - num_envs + 1 up wrap into ALE's range, see `impala_rep.envs.seeding`), so a
     plain `reset()` afterwards is reproducible, as `make_vector_env` promises.
     """
     if num_envs < 1:
@@ -135,7 +138,7 @@ def make_atari_vector_env(env_id: str, *, num_envs: int, seed: int,
     )
     env = AtariChannelsLastVectorEnv(ale_env, env_id=env_id,
                                      repeat_action_probability=sticky)
-    env.reset(seed=seed)
+    env.reset(seed=first_sub_env_seed(seed, num_envs=num_envs, limit=ALE_SEED_LIMIT))
     return env
 
 

@@ -38,6 +38,8 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from impala_rep.envs.seeding import NUMPY_SEED_LIMIT, first_sub_env_seed
+
 __all__ = ["DEFAULT_STICKY_ACTION_PROB", "is_minatar_id", "make_minatar_vector_env",
            "register_minatar_envs"]
 
@@ -77,7 +79,8 @@ def make_minatar_vector_env(env_id: str, *, num_envs: int, seed: int,
     terminated/truncated `[num_envs]` bool (truncated always False).
     `sticky_action_prob`: MinAtar's repeat-action probability in [0, 1]; None
     takes MinAtar's default, 0.1. The env is already reset with
-    `reset(seed=seed)` (sub-env i gets seed + i), so a plain `reset()` afterwards
+    `reset(seed=seed)` (sub-env i gets seed + i; seeds from 2**32 - num_envs + 1 up
+    wrap, see `impala_rep.envs.seeding`), so a plain `reset()` afterwards
     is reproducible, as `make_vector_env` promises.
     """
     if num_envs < 1:
@@ -89,7 +92,7 @@ def make_minatar_vector_env(env_id: str, *, num_envs: int, seed: int,
     env = gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
                              vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
                              wrappers=[_uint8_pixels], sticky_action_prob=sticky)
-    env.reset(seed=seed)
+    env.reset(seed=first_sub_env_seed(seed, num_envs=num_envs, limit=NUMPY_SEED_LIMIT))
     return env
 
 

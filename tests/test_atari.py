@@ -259,3 +259,14 @@ def test_reset_mask_resets_only_the_masked_envs(closing):
     reset_obs, _ = env.reset(options={"reset_mask": np.array([True, False])})
     np.testing.assert_array_equal(reset_obs[0], first_obs[0])
     np.testing.assert_array_equal(reset_obs[1], obs[1])
+
+
+@pytest.mark.parametrize("seed", [2**31 - 1, 2**32 - 1])
+def test_seeds_beyond_ale_range_work_and_are_reproducible(closing, seed):
+    # Actor seeds are any uint32; ALE takes C ints. Such a seed used to fail in reset.
+    def first_frames(s):
+        env = closing(make_vector_env("ALE/Pong-v5", num_envs=4, seed=s))
+        actions = np.random.default_rng(0).integers(0, 6, (30, 4))
+        return [env.step(a)[0] for a in actions][-1]
+
+    np.testing.assert_array_equal(first_frames(seed), first_frames(seed))

@@ -134,3 +134,13 @@ def test_shallow_network_refuses_images_smaller_than_20x20():
         make_agent(observation_shape=(10, 10, 4), num_actions=3, network="shallow")
     assert make_agent(observation_shape=(84, 84, 4), num_actions=3).keywords["torso"] == "shallow"
     assert make_agent(observation_shape=(10, 10, 4), num_actions=3, network="deep").keywords["torso"] == "deep"
+
+
+def test_seeds_at_the_top_of_numpy_range_work():
+    # seed + i would pass 2**32 - 1, which numpy's RandomState refuses.
+    env = make_vector_env("MinAtar/Breakout-v1", num_envs=4, seed=2**32 - 1)
+    try:
+        observation, _ = env.reset()
+        assert observation.shape == (4, 10, 10, 4)
+    finally:
+        env.close()
