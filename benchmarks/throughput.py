@@ -21,11 +21,13 @@ import numpy as np
 from _common import machine, table, write_json
 
 from impala_rep.config import TrainConfig
-from impala_rep.envs.factory import make_vector_env
+from impala_rep.envs.factory import describe_env, make_vector_env
 from impala_rep.training import train
 
 
 def raw_env_fps(env_id: str, num_envs: int, seconds: float = 3.0) -> float:
+    """Env frames/s of one process stepping `num_envs` envs with random actions (agent
+    steps x the env's frame skip, the unit of every other frames/s here)."""
     env = make_vector_env(env_id, num_envs=num_envs, seed=0)
     env.reset()
     rng = np.random.default_rng(0)
@@ -36,7 +38,7 @@ def raw_env_fps(env_id: str, num_envs: int, seconds: float = 3.0) -> float:
         steps += 1
     elapsed = time.perf_counter() - start
     env.close()
-    return steps * num_envs / elapsed
+    return steps * num_envs * describe_env(env_id).frame_skip / elapsed
 
 
 def steady(records, key):
