@@ -110,8 +110,7 @@ class TrainConfig:
             value = getattr(self, name)
             _require(isinstance(value, int) and value >= 1, name, value, "must be a positive integer")
         _require(isinstance(self.env, str) and bool(self.env), "env", self.env, "must be a gymnasium id")
-        parse_devices(self.learner_devices)  # raises naming the spec and what is allowed
-        devices = parse_devices(self.learner_devices)
+        devices = parse_devices(self.learner_devices)  # raises naming the spec and what is allowed
         replicas = devices.count
         hosts = self.learner_hosts
         if hosts > 1:

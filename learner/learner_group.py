@@ -95,10 +95,8 @@ class _LearnerHostProcess(LearnerEndpoints):
             sync=HostSync(replicator), frames_scale=hosts)
         return os.getpid()
 
-
     def restored_from(self) -> str | None:
         return None
-
 
 
 RayLearnerHost = ray.remote(_LearnerHostProcess)

@@ -101,8 +101,6 @@ class _LearnerProcess(LearnerEndpoints):
         return self._service.restored_from
 
 
-
-
 RayLearner = ray.remote(_LearnerProcess)
 
 
