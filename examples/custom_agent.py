@@ -130,19 +130,15 @@ class BatchNormMLPAgent:
     @property
     def non_trainable_variables(self) -> list[tf.Variable]:
         """The batch-norm moving statistics: the learner checkpoints them with the weights."""
-        return self._moving_statistics
-
-    @property
-    def _moving_statistics(self) -> list[tf.Variable]:
         return [self._norm.moving_mean, self._norm.moving_variance]
 
     def get_weights(self) -> list[np.ndarray]:
         # What the learner publishes to the actors: the trainable weights AND the
         # batch-norm moving statistics `step` normalises the baseline's layer with.
-        return [np.asarray(v.numpy()) for v in [*self.trainable_variables, *self._moving_statistics]]
+        return [np.asarray(v.numpy()) for v in [*self.trainable_variables, *self.non_trainable_variables]]
 
     def set_weights(self, weights: Sequence[np.ndarray]) -> None:
-        variables = [*self.trainable_variables, *self._moving_statistics]
+        variables = [*self.trainable_variables, *self.non_trainable_variables]
         if len(weights) != len(variables):
             raise ValueError(f"expected {len(variables)} weight arrays, got {len(weights)}")
         for variable, value in zip(variables, weights):
