@@ -339,7 +339,7 @@ def all_reduce(value: Any, op: str = "mean") -> Any:
     context = _context("all_reduce")
     if op in ("sum", "mean"):
         reduce_op = tf.distribute.ReduceOp.SUM if op == "sum" else tf.distribute.ReduceOp.MEAN
-        return context.all_reduce(reduce_op, value)
+        return context.all_reduce(reduce_op, _placed(value))
     # tf.distribute reduces only by sum and mean; max and min gather every replica's
     # value along a new leading axis and reduce that locally.
     reducer = tf.reduce_max if op == "max" else tf.reduce_min
@@ -350,7 +350,14 @@ def all_reduce(value: Any, op: str = "mean") -> Any:
 
 def all_gather(value: Any, axis: int = 0) -> Any:
     """Concatenates every replica's `value` along `axis`, in replica order."""
-    return _context("all_gather").all_gather(value, axis=axis)
+    return _context("all_gather").all_gather(_placed(value), axis=axis)
+
+
+def _placed(value: Any) -> Any:
+    """`value` as tensors made inside this replica: under MultiWorkerMirroredStrategy a
+    step_fn's raw input shard has no device, and collectives on it then fail
+    ("destinations can not be empty"); an identity op made here takes the replica's."""
+    return tf.nest.map_structure(tf.identity, value)
 
 
 def broadcast(value: Any, source: int = 0) -> Any:

@@ -43,6 +43,15 @@ def main(task, ports):
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
+    def primitives_fn(batch):
+        # On the raw input shard (no op of the step_fn's own before the collective).
+        from impala_rep import all_gather, all_reduce, broadcast
+
+        return {"sum": all_reduce(batch["x"], op="sum"), "max": all_reduce(batch["x"], op="max"),
+                "gathered": all_gather(batch["x"], axis=0), "broadcast": broadcast(batch["x"], source=1)}
+
+    primitives = {k: np.asarray(v).tolist()
+                  for k, v in replicator.run(primitives_fn, {"x": x[half]})[0].items()}
     initial = [v.numpy().tolist() for v in model.trainable_variables]
     for _ in range(3):
         replicator.run(step_fn, {"x": x[half], "y": y[half]})
@@ -51,7 +60,7 @@ def main(task, ports):
         "local_replicas": replicator.num_local_replicas,
         "initial": initial,
         "weights": [v.numpy().tolist() for v in model.trainable_variables],
-        "x": x.tolist(), "y": y.tolist(),
+        "x": x.tolist(), "y": y.tolist(), "primitives": primitives,
     }))
 
 

@@ -43,8 +43,16 @@ def test_two_workers_stay_identical_and_equal_one_device():
     for a, b in zip(results[0]["weights"], results[1]["weights"]):
         np.testing.assert_array_equal(a, b)
 
-    # The reference: one device, the whole global batch, same optimizer and start.
+    # The cross-replica primitives on each worker's raw input shard: worker k holds rows 4k..4k+3.
     x, y = np.asarray(results[0]["x"], np.float32), np.asarray(results[0]["y"], np.float32)
+    for result in results:
+        got = {k: np.asarray(v, np.float32) for k, v in result["primitives"].items()}
+        np.testing.assert_allclose(got["sum"], x[:4] + x[4:], rtol=1e-6)
+        np.testing.assert_array_equal(got["max"], np.maximum(x[:4], x[4:]))
+        np.testing.assert_array_equal(got["gathered"], x)
+        np.testing.assert_array_equal(got["broadcast"], x[4:])
+
+    # The reference: one device, the whole global batch, same optimizer and start.
     model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(4, activation="tanh"),
                                  tf.keras.layers.Dense(1)])
     for v, value in zip(model.trainable_variables, results[0]["initial"]):
