@@ -12,25 +12,23 @@ from typing import Any, Callable
 
 import ray
 
+from impala_rep.config import ActorConfig, EnvConfig, TrainConfig
+
 __all__ = ["RayActor", "create_actor"]
 
 
 class _ActorProcess:
-    def __init__(self, *, env_id: str, envs_per_actor: int, unroll_length: int, seed: int,
-                 agent_factory: Callable[[], Any], learner, sticky_actions: float | None = None,
-                 episodic_life: bool = False, weights_from=None):
+    def __init__(self, *, env: EnvConfig, actors: ActorConfig, seed: int,
+                 agent_factory: Callable[[], Any], learner, weights_from=None):
         import tensorflow as tf
 
         # Many actor processes share few cores: one thread each for TensorFlow's
         # ops avoids oversubscription that slows every process down.
         tf.config.threading.set_intra_op_parallelism_threads(1)
         tf.config.threading.set_inter_op_parallelism_threads(1)
-        from impala_rep.actors.actor import Actor
-        from impala_rep.envs.factory import make_vector_env
+        from impala_rep.actors.build import build_actor
 
-        env = make_vector_env(env_id, num_envs=envs_per_actor, seed=seed,
-                              sticky_actions=sticky_actions, episodic_life=episodic_life)
-        self._actor = Actor(env=env, agent=agent_factory(), unroll_length=unroll_length, seed=seed)
+        self._actor = build_actor(env=env, actors=actors, agent_factory=agent_factory, seed=seed)
         self._learner = learner
         self._weights_from = learner if weights_from is None else weights_from
         version, published = ray.get(self._weights_from.latest_weights.remote())
@@ -65,12 +63,9 @@ class _ActorProcess:
 RayActor = ray.remote(_ActorProcess)
 
 
-def create_actor(*, config, agent_factory, learner, seed: int, weights_from=None):
+def create_actor(*, config: TrainConfig, agent_factory, learner, seed: int, weights_from=None):
     """Starts one actor process for `config` that feeds `learner` (and takes its weights
     from `weights_from`, default `learner`). Ray spreads actors over the cluster's nodes."""
     return RayActor.options(num_cpus=1, scheduling_strategy="SPREAD").remote(
-        weights_from=weights_from,
-        env_id=config.env, envs_per_actor=config.envs_per_actor,
-        sticky_actions=config.sticky_actions, episodic_life=config.episodic_life,
-        unroll_length=config.unroll_length, seed=seed,
-        agent_factory=agent_factory, learner=learner)
+        env=config.env, actors=config.actors, seed=seed, agent_factory=agent_factory,
+        learner=learner, weights_from=weights_from)

@@ -50,12 +50,12 @@ def main(index, batch, steps, warmup, hidden, addresses):
     tf.config.threading.set_inter_op_parallelism_threads(1)
     from impala_rep import Replicator
     from impala_rep.agent import MLPAgent
-    from impala_rep.learner.learner import Learner, LearnerHyperparams
+    from impala_rep.learner.learner import Learner
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy() if len(addresses) > 1 else None
     replicator = Replicator(strategy=strategy) if strategy else Replicator("cpu")
     learner = Learner(agent=MLPAgent(num_actions=ACTIONS, hidden_sizes=hidden), replicator=replicator,
-                      hyperparams=LearnerHyperparams(total_steps=10 ** 6), observation_shape=(OBS,))
+                      observation_shape=(OBS,), total_steps=10 ** 6)
     rng = np.random.default_rng(index)
     batches = [random_batch(rng, batch) for _ in range(4)]
     for i in range(warmup):  # tracing and the first collectives

@@ -15,7 +15,7 @@ import argparse
 
 from throughput import measure
 
-from impala_rep.config import PRESETS
+from impala_rep.presets import PRESETS
 
 
 def main() -> None:

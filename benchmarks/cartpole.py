@@ -17,7 +17,7 @@ import _common  # noqa: F401  (quiets TensorFlow before it is imported)
 from _common import machine, table, write_json
 
 from impala_rep.config import TrainConfig
-from impala_rep.training import train
+from impala_rep.run.training import train
 
 TARGET_RETURN, TARGET_FRAMES, TARGET_SECONDS = 475.0, 1_000_000, 180.0
 
@@ -31,8 +31,8 @@ def main() -> None:
     results = []
     for seed in args.seeds:
         with tempfile.TemporaryDirectory() as logdir:
-            config = TrainConfig(env="CartPole-v1", num_actors=args.num_actors, total_frames=TARGET_FRAMES,
-                                 seed=seed, logdir=logdir + "/run")
+            config = TrainConfig.from_keys(dict(env="CartPole-v1", num_actors=args.num_actors, total_frames=TARGET_FRAMES,
+                                 seed=seed, logdir=logdir + "/run"))
             result = train(config)
         hit = next((r for r in result.records
                     if r["episode_return_mean"] is not None and r["episode_return_mean"] >= TARGET_RETURN), None)
@@ -51,7 +51,7 @@ def main() -> None:
     print()
     print(table(["seed", "frames to 475", "seconds to 475", "final return", "run s", "target met"], rows))
     write_json(args.out, {"benchmark": "cartpole", "machine": machine(), "num_actors": args.num_actors,
-                          "config": TrainConfig(num_actors=args.num_actors).to_json(), "results": results})
+                          "config": TrainConfig.from_keys(dict(num_actors=args.num_actors)).to_json(), "results": results})
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/minatar_breakout.py [--seed 1] [--total-frames 15000000]
         [--target-return R] [--out runs/benchmarks/minatar_breakout.json]
 
-One full `impala_rep.training.train` run on MinAtar/Breakout-v1 (needs the
+One full `impala_rep.run.training.train` run on MinAtar/Breakout-v1 (needs the
 minatar extra): MinAtar's own settings (sticky actions 0.1, difficulty ramping,
 the minimal 3-action set), the `auto` network (MinAtar's one-conv network, see
 impala_rep/networks.py), SETTINGS below for the rest, on an embedded local Ray.
@@ -24,7 +24,7 @@ import _common  # noqa: F401  (quiets TensorFlow before it is imported)
 from _common import machine, table, write_json
 
 from impala_rep.config import TrainConfig
-from impala_rep.training import train
+from impala_rep.run.training import train
 
 ENV = "MinAtar/Breakout-v1"
 THRESHOLDS = (5.0, 10.0, 15.0, 20.0, 30.0)
@@ -51,8 +51,8 @@ def main() -> None:
                         help="also report frames and seconds to this score (e.g. a published one)")
     parser.add_argument("--out", default="runs/benchmarks/minatar_breakout.json")
     args = parser.parse_args()
-    config = TrainConfig(env=ENV, num_actors=args.num_actors, total_frames=args.total_frames, seed=args.seed,
-                         **dict(SETTINGS, learning_rate=args.learning_rate))
+    config = TrainConfig.from_keys(dict(env=ENV, num_actors=args.num_actors, total_frames=args.total_frames, seed=args.seed,
+                         **dict(SETTINGS, learning_rate=args.learning_rate)))
     result = train(config)  # the records it returns are all the JSON needs: no logdir
     scores = sorted(set(THRESHOLDS) | ({args.target_return} if args.target_return is not None else set()))
     rows, reached = [], []

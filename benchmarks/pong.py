@@ -23,9 +23,9 @@ import pathlib
 import _common  # noqa: F401  (quiets TensorFlow before it is imported)
 from _common import table
 
-from impala_rep.cli import main as cli_main
-from impala_rep.plotting import cumulative_wall_s, plot_run
-from impala_rep.run_log import read_metrics
+from impala_rep.run.cli import main as cli_main
+from impala_rep.run.plotting import cumulative_wall_s, plot_run
+from impala_rep.run.run_log import read_metrics
 
 
 def returns_by_million(logdir: str) -> list[tuple[str, str, str]]:
@@ -58,8 +58,8 @@ def plot_comparison(logdirs: list[str], out: str) -> pathlib.Path:
         config = TrainConfig.from_json(json.loads((pathlib.Path(logdir) / "config.json").read_text()))
         points = [(r["frames"], r["episode_return_mean"]) for r in read_metrics(logdir)
                   if r["episode_return_mean"] is not None]
-        label = (f"{config.env}, B={config.batch_size}, lr {config.learning_rate:g}, "
-                 f"RMSProp eps {config.rmsprop_epsilon:g}, seed {config.seed}")
+        label = (f"{config.env.id}, B={config.learner.batch_size}, lr {config.optimizer.learning_rate:g}, "
+                 f"RMSProp eps {config.optimizer.rmsprop_epsilon:g}, seed {config.run.seed}")
         ax.plot([f / 1e6 for f, _ in points], [m for _, m in points], label=label)
     ax.set(xlabel="env frames (millions)", ylabel="mean return (last 100 episodes)",
            title="Pong, 2 actors, shallow network")

@@ -37,7 +37,7 @@ from _common import machine, table, write_json
 
 from impala_rep.config import TrainConfig
 from impala_rep.learner.cluster_spec import free_port
-from impala_rep.training import train
+from impala_rep.run.training import train
 
 HERE = pathlib.Path(__file__).parent
 DEFAULT_LAYOUTS = ["cpu,1", "cpu:2,1", "cpu:4,1", "cpu,2"]
@@ -60,17 +60,17 @@ def steady(records, key) -> float:
 
 def run_cell(*, actors: int, devices: str, hosts: int, frames: int, settings: dict) -> dict:
     with tempfile.TemporaryDirectory() as logdir:
-        config = TrainConfig(**{**settings, "num_actors": max(actors, hosts), "learner_devices": devices,
+        config = TrainConfig.from_keys(dict(**{**settings, "num_actors": max(actors, hosts), "learner_devices": devices,
                                 "learner_hosts": hosts, "total_frames": frames,
-                                "logdir": logdir + "/run"})
+                                "logdir": logdir + "/run"}))
         result = train(config)
     replicas = hosts * (int(devices.partition(":")[2] or 1))
-    return {"actors": config.num_actors, "learner_devices": devices, "learner_hosts": hosts,
+    return {"actors": config.actors.num_actors, "learner_devices": devices, "learner_hosts": hosts,
             "replicas": replicas,
             "env_fps": round(steady(result.records, "env_fps")),
             "learner_fps": round(steady(result.records, "learner_fps")),
             "learner_busy_fraction": round(steady(result.records, "learner_busy_fraction"), 3),
-            "queue_fill": round(steady(result.records, "queue_size") / (hosts * config.queue_capacity), 2),
+            "queue_fill": round(steady(result.records, "queue_size") / (hosts * config.learner.queue_capacity), 2),
             "policy_lag_mean": round(steady(result.records, "policy_lag_mean"), 2),
             "final_return": result.episode_return_mean}
 
@@ -152,7 +152,7 @@ def main() -> None:
             for actors in args.actors:
                 print(f"\n--- {actors} actors, learner {hosts} host(s) x {devices}", flush=True)
                 results.append(run_cell(actors=actors, devices=devices, hosts=hosts, frames=args.frames,
-                                        settings={"report_every_s": 2.0}))
+                                        settings={"report_every": 2.0}))
     weak = None
     if args.weak_steps > 0:
         weak = weak_scaling(per_replica_batch=args.weak_batch, steps=args.weak_steps,

@@ -59,7 +59,7 @@ def role(pid: int) -> str:
         cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return "gone"
-    if cmdline.startswith("ray::_LearnerProcess"):
+    if cmdline.startswith("ray::LearnerHost"):
         return "learner"
     if cmdline.startswith("ray::_ActorProcess"):
         return "actor"

@@ -22,7 +22,7 @@ from _common import machine, table, write_json
 
 from impala_rep.config import TrainConfig
 from impala_rep.envs.factory import describe_env, make_vector_env
-from impala_rep.training import train
+from impala_rep.run.training import train
 
 
 def raw_env_fps(env_id: str, num_envs: int, seconds: float = 3.0) -> float:
@@ -48,14 +48,14 @@ def steady(records, key):
 
 def measure(*, name: str, settings: dict, actor_counts, frames: int, out: str) -> None:
     """One training run per actor count with `settings`; prints the table, writes JSON."""
-    defaults = TrainConfig(**settings)
+    defaults = TrainConfig.from_keys(dict(**settings))
     raw = raw_env_fps(defaults.env, defaults.envs_per_actor)
     print(f"raw env stepping ({defaults.envs_per_actor} envs, random actions, one process): {raw:,.0f} frames/s")
     results = []
     for actors in actor_counts:
         with tempfile.TemporaryDirectory() as logdir:
-            config = TrainConfig(**{**settings, "num_actors": actors, "total_frames": frames,
-                                    "logdir": logdir + "/run"})
+            config = TrainConfig.from_keys(dict(**{**settings, "num_actors": actors, "total_frames": frames,
+                                    "logdir": logdir + "/run"}))
             result = train(config)
         busy = steady(result.records, "learner_busy_fraction")
         results.append({"actors": actors, "env_fps": round(steady(result.records, "env_fps")),

@@ -48,6 +48,7 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from impala_rep.config import STICKY_ACTIONS_RANGE, is_sticky_probability
 from impala_rep.envs.seeding import ALE_SEED_LIMIT, first_sub_env_seed
 
 __all__ = ["AtariChannelsLastVectorEnv", "atari_game", "is_atari_id", "make_atari_vector_env"]
@@ -116,9 +117,10 @@ def make_atari_vector_env(env_id: str, *, num_envs: int, seed: int,
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
     game, registered_sticky = atari_game(env_id)
-    sticky = registered_sticky if sticky_action_prob is None else float(sticky_action_prob)
-    if not 0.0 <= sticky <= 1.0:
-        raise ValueError(f"sticky_action_prob must be in [0, 1], got {sticky_action_prob}")
+    sticky = registered_sticky if sticky_action_prob is None else sticky_action_prob
+    if not is_sticky_probability(sticky):
+        raise ValueError(f"sticky_action_prob must be {STICKY_ACTIONS_RANGE}, got {sticky_action_prob}")
+    sticky = float(sticky)
     if noop_max < 0:
         raise ValueError(f"noop_max must be >= 0, got {noop_max}")
     from ale_py.vector_env import AtariVectorEnv

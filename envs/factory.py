@@ -151,7 +151,8 @@ def make_vector_env(env_id: str, *, num_envs: int, seed: int, sticky_actions: fl
 
 def check_env_options(env_id: str, *, sticky_actions: float | None = None,
                       episodic_life: bool = False) -> None:
-    """Raises a one-line ValueError if an option does not apply to `env_id` or is out of range.
+    """Raises a one-line ValueError if an option does not apply to `env_id` (its range is
+    `EnvConfig`'s to check, and the env builders').
 
     Only the id's form is read (nothing is imported or built), so the run's
     configuration can call it before anything starts.
@@ -161,9 +162,6 @@ def check_env_options(env_id: str, *, sticky_actions: float | None = None,
             raise ValueError(f"bad sticky_actions {sticky_actions!r}: sticky actions apply to Atari "
                              "('ALE/<Game>-v5', '<Game>NoFrameskip-v4') and MinAtar "
                              f"('MinAtar/<Game>-v1') ids, not {env_id!r}")
-        if (isinstance(sticky_actions, bool) or not isinstance(sticky_actions, (int, float))
-                or not 0.0 <= sticky_actions < 1.0):
-            raise ValueError(f"bad sticky_actions {sticky_actions!r}: must be a probability in [0, 1)")
     if episodic_life and not atari.is_atari_id(env_id):
         raise ValueError(f"bad episodic_life {episodic_life!r}: a life loss ending the episode applies "
                          f"to Atari ids ('ALE/<Game>-v5', '<Game>NoFrameskip-v4'), not {env_id!r}")

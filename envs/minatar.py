@@ -38,6 +38,7 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from impala_rep.config import STICKY_ACTIONS_RANGE, is_sticky_probability
 from impala_rep.envs.seeding import NUMPY_SEED_LIMIT, first_sub_env_seed
 
 __all__ = ["DEFAULT_STICKY_ACTION_PROB", "is_minatar_id", "make_minatar_vector_env",
@@ -77,7 +78,7 @@ def make_minatar_vector_env(env_id: str, *, num_envs: int, seed: int,
     Observations `[num_envs, 10, 10, C]` uint8 in {0, 255}, actions `[num_envs]`
     integers in `range(env.single_action_space.n)`, raw float64 rewards,
     terminated/truncated `[num_envs]` bool (truncated always False).
-    `sticky_action_prob`: MinAtar's repeat-action probability in [0, 1]; None
+    `sticky_action_prob`: MinAtar's repeat-action probability in [0, 1); None
     takes MinAtar's default, 0.1. The env is already reset with
     `reset(seed=seed)` (sub-env i gets seed + i; seeds from 2**32 - num_envs + 1 up
     wrap, see `impala_rep.envs.seeding`), so a plain `reset()` afterwards
@@ -85,9 +86,10 @@ def make_minatar_vector_env(env_id: str, *, num_envs: int, seed: int,
     """
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-    sticky = DEFAULT_STICKY_ACTION_PROB if sticky_action_prob is None else float(sticky_action_prob)
-    if not 0.0 <= sticky <= 1.0:
-        raise ValueError(f"sticky_action_prob must be in [0, 1], got {sticky_action_prob}")
+    sticky = DEFAULT_STICKY_ACTION_PROB if sticky_action_prob is None else sticky_action_prob
+    if not is_sticky_probability(sticky):
+        raise ValueError(f"sticky_action_prob must be {STICKY_ACTIONS_RANGE}, got {sticky_action_prob}")
+    sticky = float(sticky)
     register_minatar_envs()
     env = gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
                              vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},

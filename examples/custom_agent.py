@@ -36,6 +36,7 @@ import tensorflow as tf
 from impala_rep import (
     AgentOutput,
     CrossReplicaBatchNorm,
+    LossOutput,
     TrainConfig,
     describe_env,
     impala_loss_fn,
@@ -152,7 +153,7 @@ def make_agent(*, observation_shape: Sequence[int], num_actions: int) -> BatchNo
     return BatchNormMLPAgent(num_actions=num_actions)
 
 
-def l2_regularised_loss(*, agent, hyperparams, actions, l2_cost: float = L2_COST, **tensors):
+def l2_regularised_loss(*, agent, config, actions, l2_cost: float = L2_COST, **tensors):
     """The IMPALA loss plus weight decay `l2_cost` per environment step on `decayed_kernels`.
 
     Same keywords as `impala_rep.impala_loss_fn` (see impala_rep/loss_fn.py). The IMPALA
@@ -162,13 +163,14 @@ def l2_regularised_loss(*, agent, hyperparams, actions, l2_cost: float = L2_COST
     penalty is divided by the replica count (`tf.nn.scale_regularization_loss`): it then
     counts once, and 1 or 2 replicas give the same update.
     """
-    loss, metrics = impala_loss_fn(agent=agent, hyperparams=hyperparams, actions=actions, **tensors)
+    impala = impala_loss_fn(agent=agent, config=config, actions=actions, **tensors)
     global_steps = tf.cast(tf.size(actions) * num_replicas(), tf.float32)  # T * B
     l2 = l2_cost * global_steps * tf.add_n([tf.nn.l2_loss(k) for k in agent.decayed_kernels])
-    total = loss + tf.nn.scale_regularization_loss(l2)
-    # "loss" is summed over replicas for reporting, so report this replica's share too;
-    # "l2_loss" is averaged over replicas: the penalty itself.
-    return total, {**metrics, "loss": tf.stop_gradient(total), "l2_loss": tf.stop_gradient(l2)}
+    total = impala.loss + tf.nn.scale_regularization_loss(l2)
+    # "loss" is in `sums` (summed over replicas), so report this replica's share of the
+    # total; "l2_loss" is in `means` (averaged over replicas): the penalty itself.
+    return LossOutput(total, sums={**impala.sums, "loss": tf.stop_gradient(total)},
+                      means={**impala.means, "l2_loss": tf.stop_gradient(l2)})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,14 +190,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
-        config = TrainConfig(env=args.env, learner_devices=args.learner_devices,
-                             total_frames=args.total_frames, num_actors=args.num_actors,
-                             envs_per_actor=args.envs_per_actor, unroll_length=args.unroll_length,
-                             batch_size=args.batch_size, learning_rate=args.learning_rate,
-                             seed=args.seed, logdir=args.logdir, ray_address=args.ray_address)
+        # Keys are the command line's flags without dashes.
+        config = TrainConfig.from_keys(dict(
+            env=args.env, learner_devices=args.learner_devices, total_frames=args.total_frames,
+            num_actors=args.num_actors, envs_per_actor=args.envs_per_actor,
+            unroll_length=args.unroll_length, batch_size=args.batch_size,
+            learning_rate=args.learning_rate, seed=args.seed, logdir=args.logdir,
+            ray_address=args.ray_address))
     except ValueError as err:
         parser.error(str(err))
-    spec = describe_env(config.env)
+    spec = describe_env(config.env.id)
     # Both are pickled to the learner and actor processes. Defined in this script
     # (__main__), cloudpickle sends them by value: the workers need not import it.
     agent = functools.partial(make_agent, observation_shape=spec.observation_shape,
@@ -203,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     loss = functools.partial(l2_regularised_loss, l2_cost=args.l2_cost)
     result = train(config, agent=agent, loss=loss)
     last = result.records[-1]
-    print(f"custom agent: {result.learner_steps} learner steps on {config.learner_devices}, "
+    print(f"custom agent: {result.learner_steps} learner steps on {config.learner.devices}, "
           f"final mean return {result.episode_return_mean}, last loss {last['loss']}")
     return 0
 

@@ -10,8 +10,9 @@ Time indexing (written down once, here): an unroll holds `T + 1` observations
 computed from `obs[t]`; `actions[t]` is the action taken at `obs[t]`;
 `rewards[t]` and `discounts[t]` belong to the transition `obs[t] -> obs[t+1]`.
 `obs[T]` is only used to compute the bootstrap value `V(obs[T])`, shape `[B]`.
-`discounts[t] = gamma * (1 - terminated[t])`: a zero discount marks an episode
-that ended inside the unroll.
+`discounts[t] = gamma * (1 - ended[t])`: a zero discount marks an episode that
+ended (or was cut by a time limit) inside the unroll; `impala_rep.transitions`
+is where an unroll becomes these inputs.
 
 The public API is the names in `__all__` (documented in docs/api.md); every
 other module and name is private. Public names are imported lazily so that
@@ -43,8 +44,11 @@ _EXPORTS = {
     "make_agent": "impala_rep.networks",
     # the learner and its loss hook
     "Learner": "impala_rep.learner.learner",
-    "LearnerHyperparams": "impala_rep.learner.learner",
+    "paper_rmsprop": "impala_rep.learner.optimizers",
     "LossFn": "impala_rep.loss_fn",
+    "LossOutput": "impala_rep.loss_fn",
+    "vtrace_inputs": "impala_rep.transitions",
+    "Transitions": "impala_rep.transitions",
     "impala_loss_fn": "impala_rep.loss_fn",
     "impala_loss": "impala_rep.losses",
     "vtrace_from_importance_weights": ("impala_rep.vtrace", "from_importance_weights"),
@@ -53,13 +57,22 @@ _EXPORTS = {
     "Actor": "impala_rep.actors.actor",
     "run_actor_loop": "impala_rep.actors.actor_loop",
     "Unroll": "impala_rep.unroll",
-    # running it
+    # the configuration
     "TrainConfig": "impala_rep.config",
-    "train": "impala_rep.training",
-    "TrainResult": "impala_rep.training",
-    "SetupError": "impala_rep.training",
-    "TrainingFailed": "impala_rep.training",
-    "TrainingInterrupted": "impala_rep.training",
+    "EnvConfig": "impala_rep.config",
+    "AgentConfig": "impala_rep.config",
+    "ActorConfig": "impala_rep.config",
+    "LearnerConfig": "impala_rep.config",
+    "LossConfig": "impala_rep.config",
+    "OptimizerConfig": "impala_rep.config",
+    "RunConfig": "impala_rep.config",
+    "PRESETS": "impala_rep.presets",
+    # running it
+    "train": "impala_rep.run.training",
+    "TrainResult": "impala_rep.run.monitor",
+    "SetupError": "impala_rep.run.errors",
+    "TrainingFailed": "impala_rep.run.errors",
+    "TrainingInterrupted": "impala_rep.run.errors",
     "describe_env": "impala_rep.envs.factory",
     "make_vector_env": "impala_rep.envs.factory",
 }

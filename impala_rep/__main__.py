@@ -1,5 +1,5 @@
 import sys
 
-from impala_rep.cli import main
+from impala_rep.run.cli import main
 
 sys.exit(main())

@@ -1,196 +1,399 @@
-"""Run configuration: frozen dataclasses validated on construction.
+"""Run configuration: frozen dataclasses, one per concern, each validated once.
 
-The command line builds a `TrainConfig` once; everything below the entry point
-receives it (or the parts it needs) and never reads flags. Each check says what
-is allowed, so a bad value fails before anything starts or is written.
+`TrainConfig` groups `env`, `agent`, `actors`, `learner`, `loss`, `optimizer`
+and `run`. The command line builds it once, its flags generated from these
+fields (`impala_rep.run.flags`); below the entry point each part receives the
+group it needs, as it is (the `Learner` takes `LossConfig` and
+`OptimizerConfig`, the actors `EnvConfig` and `ActorConfig`).
+
+A field's metadata holds its help text and, where it is not `--` + its name,
+its flag. Presets, `--resume` changes and error messages name a field by its
+*key*: the flag without dashes (`--learner-devices` -> `learner_devices`).
+A leaf module: it imports only `impala_rep.devices` and `.code_spec`, so the command line
+checks every value without importing TensorFlow, gymnasium or Ray.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+import numbers
+from typing import Any, Iterator, Mapping
 
-from impala_rep.learner.device_spec import parse_devices
+from impala_rep.code_spec import parse_code_spec
+from impala_rep.devices import parse_devices
 
-__all__ = ["TrainConfig", "PRESETS", "NETWORKS"]
+__all__ = ["TrainConfig", "EnvConfig", "AgentConfig", "ActorConfig", "LearnerConfig", "LossConfig",
+           "OptimizerConfig", "RunConfig", "NETWORKS", "REWARD_CLIPPING", "LAUNCHERS",
+           "ConfigField", "config_fields", "STICKY_ACTIONS_RANGE", "is_sticky_probability"]
 
 NETWORKS = ("auto", "mlp", "shallow", "deep", "minatar")
-
-# Named settings selected with `--preset`; flags given explicitly still win.
-PRESETS: dict[str, dict[str, Any]] = {
-    # The defaults below: CartPole-v1 to 475 within 1M frames on 2 cores.
-    "cartpole": {},
-    # The IMPALA paper's Atari settings (Espeholt et al. 2018, appendix): unroll 20,
-    # batch 32, discount 0.99, baseline cost 0.5, entropy 0.01, RMSProp
-    # (decay 0.99, eps 0.01 inside the square root as in TF1, momentum 0) at lr 6e-4
-    # annealed to 0, global-norm clip 40, rewards clipped to [-1, 1]; the shallow network.
-    "atari-paper": {
-        "unroll_length": 20, "batch_size": 32, "discount": 0.99, "baseline_cost": 0.5,
-        "entropy_cost": 0.01, "rmsprop_epsilon": 0.01, "rmsprop_decay": 0.99, "learning_rate": 6e-4,
-        "max_grad_norm": 40.0, "reward_clipping": "abs_one", "network": "shallow",
-        "envs_per_actor": 16, "total_frames": 50_000_000,
-    },
-}
-# The paper's settings with two changes that make Pong learn within 20M frames on a
-# 2-core machine (README, "Pong"; measured there, the paper's exact settings did not):
-#  - batch 8 instead of 32: 4x more updates per frame. Learning Atari from few
-#    frames is bound by the number of updates (A2C and PPO do ~30k updates by Pong's
-#    10M frames; batch 32 gives 7.8k in 20M), and on few cores the learner costs
-#    the same per frame at either batch size.
-#  - RMSProp epsilon 1e-4 inside the square root, i.e. about torchbeast's and
-#    cleanba's eps 0.01 added AFTER the square root (sqrt(v + e^2) is within a factor
-#    sqrt(2) of sqrt(v) + e): with eps 0.01 inside, the denominator is at least 0.1,
-#    far above these clipped gradients' RMS (~0.05 per weight), so small gradients
-#    (the policy head's, next to the value's) move their weights 2-10x less. One run
-#    with batch 8 and eps 0.01 learned about as well (README), so this change may not
-#    be needed; it stays until more seeds separate the two.
-PRESETS["atari"] = {**PRESETS["atari-paper"], "batch_size": 8, "rmsprop_epsilon": 1e-4}
+REWARD_CLIPPING = ("abs_one", "none")
+LAUNCHERS = ("ray", "local")
+STICKY_ACTIONS_RANGE = "a probability in [0, 1)"  # its one statement (flags, env builders use it)
 
 
-def _require(condition: bool, field: str, value: Any, allowed: str) -> None:
+def _field(default: Any, help: str, *, flag: str | None = None, choices: tuple | None = None,
+           metavar: str | None = None) -> Any:
+    """A config field with what its flag needs: help text, and a flag name when it is not
+    `--` + the field's name."""
+    return dataclasses.field(default=default, metadata={
+        "help": help, "flag": flag, "choices": choices, "metavar": metavar})
+
+
+def _require(condition: bool, key: str, value: Any, allowed: str) -> None:
     if not condition:
-        raise ValueError(f"bad {field} {value!r}: {allowed}")
+        raise ValueError(f"bad {key} {value!r}: {allowed}")
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainConfig:
-    """Everything a training run needs. Defaults are good CartPole settings."""
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
-    env: str = "CartPole-v1"
-    num_actors: int = 2
-    envs_per_actor: int = 64          # many envs per policy call: one call costs ~0.5 ms whatever the batch
-    unroll_length: int = 20           # T
-    batch_size: int = 32              # B, in unrolls (env columns) per learner step
-    learner_devices: str = "cpu"      # the Replicator's device spec (per learner host)
-    # Learner hosts (Ray actors) in one MultiWorkerMirroredStrategy group, each fed
-    # by its round-robin share of the actors and training on B / learner_hosts
-    # columns per step (docs/cluster.md).
-    learner_hosts: int = 1
-    total_frames: int = 1_000_000     # env frames to train on (learner-consumed; Atari: x4 frame skip)
-    seed: int = 0
-    logdir: str | None = None
-    ray_address: str | None = None    # None: start an embedded local Ray on loopback
-    # IMPALA hyperparameters (RMSProp and clipping as in the paper).
-    learning_rate: float = 5e-3       # CartPole; the paper's Atari value is 6e-4
-    entropy_cost: float = 0.01
-    baseline_cost: float = 0.5
-    discount: float = 0.99
-    clip_rho_threshold: float = 1.0
-    clip_pg_rho_threshold: float = 1.0
-    rmsprop_decay: float = 0.99
-    rmsprop_epsilon: float = 0.01
-    max_grad_norm: float = 40.0
-    reward_clipping: str = "abs_one"
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    network: str = "auto"             # auto: an MLP for vectors, a CNN for images (shallow; minatar below 20x20)
-    use_lstm: bool = False
-    # Env options (impala_rep.envs.factory.check_env_options says where they apply).
-    # sticky_actions: repeat-action probability for Atari and MinAtar ids; None keeps the
-    # env's own (ALE/...-v5 0.25, ...NoFrameskip-v4 0 as in the IMPALA paper, MinAtar 0.1).
-    # episodic_life: Atari only, a lost life ends the episode for training.
-    sticky_actions: float | None = None
-    episodic_life: bool = False
-    queue_capacity: int = 1           # unroll blocks queued before actors wait; a deeper queue only adds policy lag
-    report_every_s: float = 2.0
-    # Reliability (docs/long_jobs.md): checkpoints in LOGDIR/checkpoints every this many
-    # seconds and at the end; more than max_actor_failures actor failures within 10 minutes
-    # stop the run (an env that crashes on every start would otherwise loop forever).
-    checkpoint_every_s: float = 600.0
-    max_actor_failures: int = 10
-    # User code (impala_rep.user_code): an agent factory 'module:factory' replaces the
-    # built-in agent (network, use_lstm and hidden_sizes then do not apply), and a loss
-    # 'module:function' replaces the IMPALA loss. Resolved by train(), before Ray starts.
-    agent: str | None = None
-    loss: str | None = None
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+
+def is_sticky_probability(value: Any) -> bool:
+    """Whether `value` is a repeat-action probability: 1 would never take the chosen action."""
+    return _is_number(value) and 0.0 <= value < 1.0
+
+
+def _positive_ints(config: Any, *names: str) -> None:
+    for name in names:
+        value = getattr(config, name)
+        _require(_is_int(value) and value >= 1, _key(config, name), value, "must be a positive integer")
+
+
+def _numbers(config: Any, names: tuple[str, ...], ok, allowed: str, *, optional: bool = False) -> None:
+    for name in names:
+        value = getattr(config, name)
+        if value is None and optional:
+            continue
+        _require(_is_number(value) and ok(value), _key(config, name), value,
+                 allowed + (", or None" if optional else ""))
+
+
+def _key_of(field: dataclasses.Field) -> str:
+    """The field's key: its flag without the dashes."""
+    return (field.metadata.get("flag") or "--" + field.name)[2:].replace("-", "_")
+
+
+def _key(config: Any, name: str) -> str:
+    return _key_of(type(config).__dataclass_fields__[name])
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EnvConfig:
+    """The environment the actors step."""
+
+    id: str = _field("CartPole-v1", "gymnasium environment id", flag="--env")
+    sticky_actions: float | None = _field(
+        None, "Atari and MinAtar: probability of repeating the previous action instead of the "
+              "chosen one; none keeps the env's own (ALE/...-v5 0.25, ...NoFrameskip-v4 0 as in "
+              "the IMPALA paper, MinAtar 0.1)", metavar="PROB")
+    episodic_life: bool = _field(
+        False, "Atari: a lost life ends the episode for training (ale-py then restarts the game, "
+               "so returns are one life's score)")
 
     def __post_init__(self):
-        for name in ("num_actors", "envs_per_actor", "unroll_length", "batch_size", "total_frames",
-                     "queue_capacity", "max_actor_failures", "learner_hosts"):
-            value = getattr(self, name)
-            _require(isinstance(value, int) and value >= 1, name, value, "must be a positive integer")
-        _require(isinstance(self.env, str) and bool(self.env), "env", self.env, "must be a gymnasium id")
-        devices = parse_devices(self.learner_devices)  # raises naming the spec and what is allowed
-        replicas = devices.count
-        hosts = self.learner_hosts
-        if hosts > 1:
+        _require(isinstance(self.id, str) and bool(self.id), "env", self.id, "must be a gymnasium id")
+        sticky = self.sticky_actions
+        _require(sticky is None or is_sticky_probability(sticky), "sticky_actions",
+                 sticky, f"must be {STICKY_ACTIONS_RANGE}, or None for the env's own")
+        _require(isinstance(self.episodic_life, bool), "episodic_life", self.episodic_life,
+                 "must be True or False")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AgentConfig:
+    """The agent's architecture: what its checkpoint's variables are (locked on resume)."""
+
+    network: str = _field("auto", "agent network: auto (MLP for vectors, shallow IMPALA CNN for "
+                                  "images, minatar for images under 20x20), mlp, shallow, deep, "
+                                  "minatar", choices=NETWORKS)
+    use_lstm: bool = _field(False, "add an LSTM core (state carried across unrolls, reset at "
+                                   "episode ends)")
+    hidden_sizes: tuple[int, ...] = _field((64, 64), "the MLP's layer sizes, e.g. 64,64",
+                                           metavar="N,N,...")
+    factory: str | None = _field(
+        None, "your own agent: FACTORY(observation_shape=..., num_actions=...) returns a new Agent; "
+              "MODULE is a module name (the current directory is searched) or a path/to/file.py. "
+              "Replaces --network/--use-lstm/--hidden-sizes (see docs/custom_agent.md). "
+              "It runs your code", flag="--agent", metavar="MODULE:FACTORY")
+
+    def __post_init__(self):
+        _require(self.network in NETWORKS, "network", self.network,
+                 f"must be one of {', '.join(NETWORKS)}")
+        _require(isinstance(self.use_lstm, bool), "use_lstm", self.use_lstm, "must be True or False")
+        _require(not (self.use_lstm and self.network == "mlp"), "network", self.network,
+                 "the MLP agent has no LSTM core; use --network shallow or deep with --use-lstm")
+        _require(isinstance(self.hidden_sizes, tuple) and len(self.hidden_sizes) >= 1
+                 and all(_is_int(h) and h >= 1 for h in self.hidden_sizes),
+                 "hidden_sizes", self.hidden_sizes, "must be one or more positive layer sizes")
+        if self.factory is not None:
+            parse_code_spec(self.factory, what="agent")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ActorConfig:
+    """The actor processes: how many, how many envs each, how long an unroll is."""
+
+    num_actors: int = _field(2, "actor processes (or threads, with --launcher local)")
+    # Many envs per policy call: one call costs ~0.5 ms whatever the batch.
+    envs_per_actor: int = _field(64, "environments each actor steps together")
+    unroll_length: int = _field(20, "T, steps per unroll")
+    # More failures than this within 10 minutes stop the run: an env that crashes on
+    # every start would otherwise loop forever (docs/long_jobs.md).
+    max_actor_failures: int = _field(10, "actor failures (each replaced) tolerated within 10 "
+                                         "minutes before the run stops")
+
+    def __post_init__(self):
+        _positive_ints(self, "num_actors", "envs_per_actor", "unroll_length", "max_actor_failures")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LearnerConfig:
+    """The learner: its devices and hosts, its batch, its queue and checkpoints."""
+
+    devices: str = _field("cpu", "Replicator device spec per learner host, e.g. cpu:2, gpu or "
+                                 "tpu:NAME", flag="--learner-devices")
+    # Hosts (Ray actors) in one MultiWorkerMirroredStrategy group, each fed by its
+    # round-robin share of the actors, training on B / hosts columns per step.
+    hosts: int = _field(1, "learner processes forming one MultiWorkerMirroredStrategy group, each "
+                           "fed by its round-robin share of the actors (docs/cluster.md)",
+                        flag="--learner-hosts")
+    batch_size: int = _field(32, "B, unrolls (env columns) per learner step")
+    # A deeper queue only adds policy lag.
+    queue_capacity: int = _field(1, "unroll blocks the learner queues before actors wait; bounds "
+                                    "policy lag")
+    checkpoint_every_s: float = _field(
+        600.0, "seconds between checkpoints in LOGDIR/checkpoints; one is also written at the end "
+               "and on Ctrl-C/SIGTERM", flag="--checkpoint-every", metavar="SECONDS")
+
+    def __post_init__(self):
+        _positive_ints(self, "hosts", "batch_size", "queue_capacity")
+        _numbers(self, ("checkpoint_every_s",), lambda v: v > 0, "must be a positive number")
+        spec = parse_devices(self.devices)  # raises naming the spec and what is allowed
+        if self.hosts > 1:
             # MultiWorkerMirroredStrategy replicates over a host's GPUs, or over ONE
             # CPU device: logical CPU devices are not used across hosts, and a TPU
             # slice is one TPUStrategy, not a group of hosts.
-            _require(devices.kind in ("cpu", "gpu", "auto") and not (devices.kind == "cpu"
-                                                                      and replicas > 1),
-                     "learner_devices", self.learner_devices,
-                     f"with learner_hosts {hosts} each host uses its GPUs or one CPU; "
+            _require(spec.kind in ("cpu", "gpu", "auto") and not (spec.kind == "cpu" and spec.count > 1),
+                     "learner_devices", self.devices,
+                     f"with learner_hosts {self.hosts} each host uses its GPUs or one CPU; "
                      "use 'cpu', 'gpu', 'gpu:N' or 'auto'")
-            _require(self.num_actors >= hosts, "num_actors", self.num_actors,
-                     f"every one of the {hosts} learner hosts needs an actor; use at least {hosts}")
-        if replicas or hosts > 1:
-            total = hosts * (replicas or 1)
-            where = (f"the {replicas} learner replicas of {self.learner_devices!r}" if hosts == 1
-                     else f"{hosts} learner hosts x {replicas or 1} replicas each")
+        if spec.count or self.hosts > 1:
+            total = self.hosts * (spec.count or 1)
+            where = (f"the {spec.count} learner replicas of {self.devices!r}" if self.hosts == 1
+                     else f"{self.hosts} learner hosts x {spec.count or 1} replicas each")
             _require(self.batch_size % total == 0, "batch_size", self.batch_size,
                      f"must split evenly over {where}; use a multiple of {total}")
-        for name in ("learning_rate", "rmsprop_epsilon", "max_grad_norm", "report_every_s",
-                     "checkpoint_every_s"):
-            value = getattr(self, name)
-            _require(math.isfinite(value) and value > 0, name, value, "must be a positive number")
-        for name in ("entropy_cost", "baseline_cost"):
-            value = getattr(self, name)
-            _require(math.isfinite(value) and value >= 0, name, value, "must be >= 0")
-        _require(0.0 <= self.discount <= 1.0, "discount", self.discount, "must be in [0, 1]")
-        _require(0.0 <= self.rmsprop_decay < 1.0, "rmsprop_decay", self.rmsprop_decay, "must be in [0, 1)")
-        for name in ("clip_rho_threshold", "clip_pg_rho_threshold"):
-            value = getattr(self, name)
-            _require(value > 0, name, value, "must be > 0")
-        _require(self.reward_clipping in ("abs_one", "none"), "reward_clipping", self.reward_clipping,
-                 "must be 'abs_one' or 'none'")
-        _require(self.network in NETWORKS, "network", self.network, f"must be one of {', '.join(NETWORKS)}")
-        _require(not (self.use_lstm and self.network == "mlp"), "network", self.network,
-                 "the MLP agent has no LSTM core; use --network shallow or deep with --use-lstm")
-        _require(len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes),
-                 "hidden_sizes", self.hidden_sizes, "must be one or more positive layer sizes")
-        sticky = self.sticky_actions
-        _require(sticky is None or (isinstance(sticky, (int, float)) and not isinstance(sticky, bool)
-                                    and 0.0 <= sticky < 1.0),
-                 "sticky_actions", sticky, "must be a probability in [0, 1), or None for the env's own")
-        _require(isinstance(self.episodic_life, bool), "episodic_life", self.episodic_life,
-                 "must be True or False")
-        if sticky is not None or self.episodic_life:
-            # Imported only when used: the env package pulls in gymnasium.
-            from impala_rep.envs.factory import check_env_options
 
-            check_env_options(self.env, sticky_actions=sticky, episodic_life=self.episodic_life)
-        from impala_rep.user_code import check_spec  # syntax only; importing happens in train()
+    @property
+    def host_batch_size(self) -> int:
+        """Columns each learner host trains on per step."""
+        return self.batch_size // self.hosts
 
-        for what in ("agent", "loss"):
-            if getattr(self, what) is not None:
-                check_spec(getattr(self, what), what=what)
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LossConfig:
+    """The V-trace actor-critic loss (IMPALA paper's values; CartPole's are the same)."""
+
+    discount: float = _field(0.99, "gamma")
+    baseline_cost: float = _field(0.5, "weight of the baseline (value) loss")
+    entropy_cost: float = _field(0.01, "weight of the entropy bonus")
+    clip_rho_threshold: float | None = _field(1.0, "V-trace rho-bar (none: no clipping)")
+    clip_pg_rho_threshold: float | None = _field(1.0, "V-trace policy-gradient rho clip "
+                                                      "(none: no clipping)")
+    lambda_: float = _field(1.0, "V-trace lambda (1: the paper's V-trace)", flag="--lambda")
+    reward_clipping: str = _field("abs_one", "clip rewards to [-1, 1] in the learner (abs_one) "
+                                             "or not (none)", choices=REWARD_CLIPPING)
+    function: str | None = _field(
+        None, "your own learner loss (keyword arguments as impala_rep.loss_fn documents); "
+              "none: the IMPALA V-trace loss. It runs your code", flag="--loss",
+        metavar="MODULE:FUNCTION")
+
+    def __post_init__(self):
+        _numbers(self, ("discount", "lambda_"), lambda v: 0 <= v <= 1, "must be in [0, 1]")
+        _numbers(self, ("baseline_cost", "entropy_cost"), lambda v: v >= 0, "must be >= 0")
+        _numbers(self, ("clip_rho_threshold", "clip_pg_rho_threshold"), lambda v: v > 0,
+                 "must be > 0", optional=True)
+        _require(self.reward_clipping in REWARD_CLIPPING, "reward_clipping", self.reward_clipping,
+                 "must be " + " or ".join(repr(c) for c in REWARD_CLIPPING))
+        if self.function is not None:
+            parse_code_spec(self.function, what="loss")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OptimizerConfig:
+    """The paper's RMSProp, its learning-rate schedule and gradient clipping."""
+
+    # CartPole's; the paper's Atari value is 6e-4 (--preset atari-paper).
+    learning_rate: float = _field(5e-3, "RMSProp learning rate, decayed linearly to 0 over the run")
+    rmsprop_decay: float = _field(0.99, "RMSProp rho")
+    rmsprop_epsilon: float = _field(0.01, "RMSProp epsilon (inside the square root, as in TF1)")
+    rmsprop_momentum: float = _field(0.0, "RMSProp momentum")
+    max_grad_norm: float | None = _field(40.0, "global gradient-norm clip (none: no clipping)")
+
+    def __post_init__(self):
+        _numbers(self, ("learning_rate", "rmsprop_epsilon"), lambda v: v > 0, "must be a positive number")
+        _numbers(self, ("max_grad_norm",), lambda v: v > 0, "must be a positive number", optional=True)
+        _numbers(self, ("rmsprop_decay", "rmsprop_momentum"), lambda v: 0 <= v < 1, "must be in [0, 1)")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """The run as a whole: its length, seed, directory, where it runs, how it reports."""
+
+    total_frames: int = _field(1_000_000, "env frames to train on (learner-consumed; Atari: "
+                                          "x4 frame skip)")
+    seed: int = _field(0, "random seed")
+    logdir: str | None = _field(None, "new directory for config.json, metrics.jsonl, TensorBoard "
+                                      "events and checkpoints")
+    ray_address: str | None = _field(None, "join this Ray cluster (e.g. auto or HOST:PORT); "
+                                           "none: start an embedded local Ray")
+    launcher: str = _field("ray", "ray: actors and learner in Ray processes; local: all in this "
+                                  "process, as threads, no Ray (debugging, tests)", choices=LAUNCHERS)
+    report_every_s: float = _field(2.0, "seconds between progress lines and metrics records",
+                                   flag="--report-every", metavar="SECONDS")
+
+    def __post_init__(self):
+        _positive_ints(self, "total_frames")
+        _require(_is_int(self.seed), "seed", self.seed, "must be an integer")
+        _numbers(self, ("report_every_s",), lambda v: v > 0, "must be a positive number")
+        _require(self.launcher in LAUNCHERS, "launcher", self.launcher,
+                 f"must be one of {', '.join(LAUNCHERS)}")
+        _require(not (self.launcher == "local" and self.ray_address), "ray_address", self.ray_address,
+                 "the local launcher starts no Ray; use --launcher ray to join a cluster")
+
+
+_GROUPS = {"env": EnvConfig, "agent": AgentConfig, "actors": ActorConfig, "learner": LearnerConfig,
+           "loss": LossConfig, "optimizer": OptimizerConfig, "run": RunConfig}
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigField:
+    """One settable field: its key (flag name without dashes), group, name and metadata."""
+
+    key: str
+    group: str
+    name: str
+    field: dataclasses.Field
+
+    @property
+    def flag(self) -> str:
+        return self.field.metadata.get("flag") or "--" + self.name.replace("_", "-")
+
+
+def config_fields() -> Iterator[ConfigField]:
+    """Every field a user may set, group by group, in declaration order."""
+    for group, cls in _GROUPS.items():
+        for field in dataclasses.fields(cls):
+            yield ConfigField(key=_key_of(field), group=group, name=field.name, field=field)
+
+
+# Keys of the flat config.json before the config was grouped, where they differ.
+_RENAMED_KEYS = {"checkpoint_every_s": "checkpoint_every", "report_every_s": "report_every"}
+
+
+def _by_key() -> dict[str, ConfigField]:
+    return {f.key: f for f in config_fields()}
+
+
+def _field_for(key: str) -> ConfigField:
+    field = _by_key().get(key)
+    if field is None:
+        raise ValueError(f"unknown config field {key!r}")
+    return field
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """Everything a training run needs. Defaults are good CartPole settings.
+
+    Build one from groups (`TrainConfig(actors=ActorConfig(num_actors=4))`) or from
+    keys (`TrainConfig.from_keys({"num_actors": 4})`, as presets and flags do).
+    """
+
+    env: EnvConfig = EnvConfig()
+    agent: AgentConfig = AgentConfig()
+    actors: ActorConfig = ActorConfig()
+    learner: LearnerConfig = LearnerConfig()
+    loss: LossConfig = LossConfig()
+    optimizer: OptimizerConfig = OptimizerConfig()
+    run: RunConfig = RunConfig()
+
+    def __post_init__(self):
+        for group, cls in _GROUPS.items():
+            _require(isinstance(getattr(self, group), cls), group, getattr(self, group),
+                     f"must be a {cls.__name__}")
+        # Only what spans two groups is checked here; each group checked itself.
+        hosts = self.learner.hosts
+        _require(self.actors.num_actors >= hosts, "num_actors", self.actors.num_actors,
+                 f"every one of the {hosts} learner hosts needs an actor; use at least {hosts}")
+        # The local launcher runs one learner in its own process: a group of hosts needs Ray.
+        _require(self.run.launcher == "ray" or hosts == 1, "learner_hosts", hosts,
+                 "must be 1 with --launcher local (several learner hosts need --launcher ray)")
+
+    # --- keys: the flat names flags, presets and resume use -------------------------
+    def get(self, key: str) -> Any:
+        field = _field_for(key)
+        return getattr(getattr(self, field.group), field.name)
+
+    def replace(self, changes: Mapping[str, Any]) -> "TrainConfig":
+        """A copy with `changes` ({key: value}) applied; each changed group is validated again."""
+        per_group: dict[str, dict[str, Any]] = {}
+        for key, value in changes.items():
+            field = _field_for(key)
+            per_group.setdefault(field.group, {})[field.name] = value
+        groups = {group: dataclasses.replace(getattr(self, group), **values)
+                  for group, values in per_group.items()}
+        return dataclasses.replace(self, **groups)
+
+    @classmethod
+    def from_keys(cls, values: Mapping[str, Any]) -> "TrainConfig":
+        """The defaults with `values` ({key: value}) applied."""
+        return cls().replace(values)
+
+    # --- config.json ------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        """Nested by group, as the dataclasses are."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "TrainConfig":
+        """The inverse of `to_json`; also reads the flat config.json of earlier versions.
+        Fields a newer version added keep their defaults; unknown fields raise ValueError."""
+        if all(isinstance(data.get(group, {}), Mapping) for group in _GROUPS) and set(data) <= set(_GROUPS):
+            flat = {}
+            for group, values in data.items():
+                names = {f.name: f.key for f in config_fields() if f.group == group}
+                unknown = sorted(set(values) - set(names))
+                if unknown:
+                    raise ValueError(f"unknown config fields {', '.join(f'{group}.{u}' for u in unknown)}")
+                flat.update({names[name]: value for name, value in values.items()})
+        else:  # keys of the flat config, two of which had another name then
+            flat = {_RENAMED_KEYS.get(key, key): value for key, value in data.items()}
+        unknown = sorted(set(flat) - set(_by_key()))
+        if unknown:
+            raise ValueError(f"unknown config fields {', '.join(unknown)}")
+        if "hidden_sizes" in flat:  # JSON has lists, the config tuples
+            flat["hidden_sizes"] = tuple(flat["hidden_sizes"])
+        return cls.from_keys(flat)
+
+    # --- derived quantities --------------------------------------------------------------
     @property
     def steps_per_update(self) -> int:
         """Agent steps the learner consumes per update: T * B."""
-        return self.unroll_length * self.batch_size
+        return self.actors.unroll_length * self.learner.batch_size
 
     def total_agent_steps(self, frame_skip: int = 1) -> int:
-        """`total_frames` (env frames) in agent steps, for an env that skips `frame_skip` frames."""
-        return -(-self.total_frames // frame_skip)
+        """`run.total_frames` (env frames) in agent steps, for an env that skips `frame_skip` frames."""
+        return -(-self.run.total_frames // frame_skip)
 
     def total_learner_steps(self, frame_skip: int = 1) -> int:
         """Learner updates in the run, over which the learning rate decays to 0."""
         return max(1, -(-self.total_agent_steps(frame_skip) // self.steps_per_update))
 
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "TrainConfig":
-        """The inverse of `to_json`; fields a newer version added keep their defaults,
-        unknown fields raise ValueError."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown config fields {', '.join(unknown)}")
-        values = dict(data)
-        if "hidden_sizes" in values:  # JSON has lists, the config tuples
-            values["hidden_sizes"] = tuple(values["hidden_sizes"])
-        return cls(**values)

@@ -1,4 +1,5 @@
-"""The learner's loss hook: the `LossFn` contract and its default, `impala_loss_fn`.
+"""The learner's loss hook: the `LossFn` contract, its result `LossOutput`, and its
+default, `impala_loss_fn`.
 
 `Learner(loss_fn=...)` (and `train(config, loss=...)`) calls the loss once per
 replica inside the replicated step, under the gradient tape, with keyword
@@ -12,38 +13,59 @@ columns, time-major as everywhere in the package (see `impala_rep`):
 | outputs | `AgentOutput`: `[T+1, B', A]`, `[T+1, B']` | `agent.unroll` over all T+1 observations; index `[-1]` is the bootstrap |
 | behaviour_logits | `[T, B', A]` float32 | the actors' logits |
 | actions | `[T, B']` int32 | actions taken |
-| rewards | `[T, B']` float32 | clipped as `hyperparams.reward_clipping` says |
-| discounts | `[T, B']` float32 | `discount * (1 - (terminated or truncated))` |
-| hyperparams | `LearnerHyperparams` | costs, clipping thresholds, lambda |
+| rewards | `[T, B']` float32 | clipped as `config.reward_clipping` says (`impala_rep.transitions.vtrace_inputs`) |
+| discounts | `[T, B']` float32 | `config.discount * (1 - (terminated or truncated))` (`vtrace_inputs`) |
+| config | `LossConfig` | discount, costs, clipping thresholds, lambda |
 
-It returns `(loss, metrics)`: a scalar `loss`, THIS REPLICA'S SHARE of the
-global loss, and a dict of scalar tensors for reporting. The learner SUMS the
-loss over replicas (it scales each replica's loss by the replica count before
-the gradients are mean-reduced), so:
+It returns a `LossOutput(loss, sums, means)`:
 
-- per-example terms are sums over the shard, as IMPALA's are: their sum over
-  replicas is the sum over the global batch;
-- per-model terms (weight decay, any term that does not depend on the shard)
-  must be divided by the replica count, e.g. `tf.nn.scale_regularization_loss`,
-  or N replicas would count them N times.
+- `loss`: a scalar, THIS REPLICA'S SHARE of the global loss. The learner SUMS
+  the loss over replicas (it scales each replica's loss by the replica count
+  before the gradients are mean-reduced), so per-example terms are sums over
+  the shard, as IMPALA's are: their sum over replicas is the sum over the
+  global batch. Per-model terms (weight decay, any term that does not depend
+  on the shard) must be divided by the replica count, e.g.
+  `tf.nn.scale_regularization_loss`, or N replicas would count them N times.
+- `sums`: scalar metrics the learner SUMS over replicas (a sum over the shard
+  becomes the global batch's sum).
+- `means`: scalar metrics the learner AVERAGES over replicas (a mean over the
+  shard becomes the global batch's mean; shards are equal-sized).
 
-Metrics named `loss`, `pg_loss`, `baseline_loss`, `entropy_loss` are summed
-over replicas; every other metric is averaged. A loss function travels to the
-learner process by pickling: use a module-level function (or a
-`functools.partial` of one), not a lambda or closure.
+A metric is reduced by the group it is in, never by its name; a name may be in
+only one group. A loss function travels to the learner process by pickling:
+use a module-level function (or a `functools.partial` of one), not a lambda or
+closure.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+import types
+from typing import Any, Mapping, NamedTuple, Protocol
 
 import tensorflow as tf
 
 from impala_rep.agent import Agent, AgentInputs, AgentOutput
+from impala_rep.config import LossConfig
 from impala_rep.losses import impala_loss
 from impala_rep.shapes import assert_shape
 
-__all__ = ["LossFn", "impala_loss_fn"]
+__all__ = ["LossFn", "LossOutput", "impala_loss_fn"]
+
+_NO_METRICS: Mapping[str, tf.Tensor] = types.MappingProxyType({})
+
+
+class LossOutput(NamedTuple):
+    """What a `LossFn` returns (see the module docstring).
+
+    Attributes:
+      loss: scalar, this replica's share of the global loss.
+      sums: `{name: scalar}` metrics summed over replicas.
+      means: `{name: scalar}` metrics averaged over replicas.
+    """
+
+    loss: tf.Tensor
+    sums: Mapping[str, tf.Tensor] = _NO_METRICS
+    means: Mapping[str, tf.Tensor] = _NO_METRICS
 
 
 class LossFn(Protocol):
@@ -51,24 +73,26 @@ class LossFn(Protocol):
 
     def __call__(self, *, agent: Agent, inputs: AgentInputs, outputs: AgentOutput,
                  behaviour_logits: tf.Tensor, actions: tf.Tensor, rewards: tf.Tensor,
-                 discounts: tf.Tensor, hyperparams: Any) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+                 discounts: tf.Tensor, config: LossConfig) -> LossOutput:
         ...
 
 
 def impala_loss_fn(*, agent: Agent, inputs: AgentInputs, outputs: AgentOutput,
                    behaviour_logits: Any, actions: Any, rewards: Any, discounts: Any,
-                   hyperparams: Any) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
-    """The learner's default: `impala_loss` (V-trace actor-critic) with `hyperparams`' settings.
+                   config: LossConfig) -> LossOutput:
+    """The learner's default: `impala_loss` (V-trace actor-critic) with `config`'s settings.
 
     `outputs` cover T+1 observations: `[:-1]` are the targets' logits and
     values, `[-1]` the bootstrap value `[B']`. `agent` and `inputs` are unused.
+    `sums` are `loss`, `pg_loss`, `baseline_loss`, `entropy_loss`; `means` the
+    rest of `impala_loss`'s metrics.
     """
     del agent, inputs  # part of the contract; the IMPALA loss needs only the outputs
     logits, baseline = outputs.policy_logits, outputs.baseline
     dims: dict = {}
     assert_shape("outputs.policy_logits", logits, ("T+1", "B", "A"), dims=dims)
     assert_shape("outputs.baseline", baseline, ("T+1", "B"), dims=dims)
-    return impala_loss(
+    return LossOutput(*impala_loss(
         target_logits=logits[:-1],
         behaviour_logits=behaviour_logits,
         actions=actions,
@@ -76,9 +100,9 @@ def impala_loss_fn(*, agent: Agent, inputs: AgentInputs, outputs: AgentOutput,
         bootstrap_value=baseline[-1],
         rewards=rewards,
         discounts=discounts,
-        baseline_cost=hyperparams.baseline_cost,
-        entropy_cost=hyperparams.entropy_cost,
-        clip_rho_threshold=hyperparams.clip_rho_threshold,
-        clip_pg_rho_threshold=hyperparams.clip_pg_rho_threshold,
-        lambda_=hyperparams.lambda_,
-    )
+        baseline_cost=config.baseline_cost,
+        entropy_cost=config.entropy_cost,
+        clip_rho_threshold=config.clip_rho_threshold,
+        clip_pg_rho_threshold=config.clip_pg_rho_threshold,
+        lambda_=config.lambda_,
+    ))

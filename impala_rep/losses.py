@@ -112,7 +112,7 @@ def impala_loss(
     clip_rho_threshold: float | None = 1.0,
     clip_pg_rho_threshold: float | None = 1.0,
     lambda_: float = 1.0,
-) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+) -> tuple[tf.Tensor, dict[str, tf.Tensor], dict[str, tf.Tensor]]:
     """Total IMPALA loss ``pg + baseline_cost * baseline + entropy_cost * entropy``.
 
     V-trace targets and advantages come from :func:`impala_rep.vtrace.from_logits`;
@@ -135,9 +135,12 @@ def impala_loss(
       lambda_: see :func:`impala_rep.vtrace.from_importance_weights`.
 
     Returns:
-      ``(loss, metrics)``: the scalar total loss, and a dict of gradient-stopped
-      scalar tensors ``loss``, ``pg_loss``, ``baseline_loss``,
-      ``entropy_loss``, ``entropy`` (mean per step),
+      ``(loss, sums, means)``, the fields of :class:`impala_rep.loss_fn.LossOutput`:
+      the scalar total loss and two dicts of gradient-stopped scalar metrics.
+      ``sums`` are sums over ``[T, B]``, so summing them over equal shards of a
+      batch gives the whole batch's: ``loss``, ``pg_loss``, ``baseline_loss``,
+      ``entropy_loss``. ``means`` are means over ``[T, B]``, so their mean over
+      equal shards is the whole batch's: ``entropy`` (per step),
       ``vtrace_rho_clipped_fraction`` (fraction of steps with
       ``rho > clip_rho_threshold``; 0 when that is ``None``), ``rho_mean``,
       ``advantage_mean`` and ``value_mean``.
@@ -179,11 +182,8 @@ def impala_loss(
             clipped_fraction = tf.reduce_mean(
                 tf.cast(rhos > cast_to(clip_rho_threshold, dtype), dtype)
             )
-        metrics = {
-            "loss": total,
-            "pg_loss": pg,
-            "baseline_loss": baseline,
-            "entropy_loss": entropy,
+        sums = {"loss": total, "pg_loss": pg, "baseline_loss": baseline, "entropy_loss": entropy}
+        means = {
             # entropy_loss is -sum H over T*B steps.
             "entropy": -entropy / num_steps,
             "vtrace_rho_clipped_fraction": clipped_fraction,
@@ -192,5 +192,5 @@ def impala_loss(
             "value_mean": tf.reduce_mean(values),
         }
         # Metrics are for reporting only; never a path for gradients.
-        metrics = {k: tf.stop_gradient(v) for k, v in metrics.items()}
-        return total, metrics
+        sums, means = ({k: tf.stop_gradient(v) for k, v in d.items()} for d in (sums, means))
+        return total, sums, means

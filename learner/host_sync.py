@@ -14,13 +14,17 @@ import tempfile
 
 import numpy as np
 
-from impala_rep.learner.replicator import Replicator, all_reduce
+from impala_rep.learner.replicator import Replicator, all_gather, all_reduce
 
 __all__ = ["HostSync", "ScratchCheckpoint"]
 
 
 def _min_over_replicas(flags):
     return all_reduce(flags, op="min")
+
+
+def _gather_over_replicas(values):
+    return all_gather(values, axis=0)
 
 
 class HostSync:
@@ -41,6 +45,17 @@ class HostSync:
         agreed = np.asarray(self._replicator.run(_min_over_replicas, flags)[0]).reshape(-1)
         return bool(agreed[0] > 0.5), bool(agreed[1] < 0.5)
 
+    def total(self, count: int) -> int:
+        """The sum of every host's `count` (a collective, like `agree`)."""
+        # Gathered, then summed here in Python ints: exact, where a float32 all-reduce
+        # would round counts past 2**24. Each count travels as two float32 halves
+        # (exact below 2**24 each); a host's other local replicas send zeros.
+        values = np.zeros((self._replicator.num_local_replicas, 2), np.float32)
+        values[0] = divmod(int(count), 1 << 12)
+        gathered = np.asarray(self._replicator.run(_gather_over_replicas, values)[0])
+        high, low = np.rint(gathered.reshape(-1, 2)).astype(np.int64).sum(axis=0)
+        return int(high) * (1 << 12) + int(low)
+
 
 class ScratchCheckpoint:
     """A non-chief host's part in a checkpoint: the same save, into a temporary directory
@@ -49,11 +64,13 @@ class ScratchCheckpoint:
     TensorFlow's multi-worker guide has every worker save, because the save may
     involve collectives, and non-chief workers write to a temporary directory
     so that they do not clobber the chief's files. Only the chief's checkpoint
-    (`RunCheckpoint` in LOGDIR/checkpoints) is kept.
+    (`RunCheckpoint` in LOGDIR/checkpoints) is kept, and a resumed host restores
+    from it (`restore_from`), so that every host starts from the same state.
     """
 
-    def __init__(self, *, learner):
+    def __init__(self, *, learner, restore_from: str | None = None):
         self._learner = learner
+        self._restore_from = restore_from
 
     def save(self, counters) -> str:
         from impala_rep.learner.checkpointing import RunCheckpoint
@@ -66,4 +83,9 @@ class ScratchCheckpoint:
         return ""
 
     def restore(self):
-        raise FileNotFoundError("a non-chief learner host keeps no checkpoint to restore")
+        """The chief's newest readable checkpoint, read only: (path, counters)."""
+        from impala_rep.learner.checkpointing import RunCheckpoint
+
+        if self._restore_from is None:
+            raise FileNotFoundError("this learner host was given no checkpoint to restore")
+        return RunCheckpoint(learner=self._learner, directory=self._restore_from).restore()

@@ -1,13 +1,13 @@
 """The IMPALA learner: one replicated V-trace update per batch of unrolls.
 
 The learner is plain TensorFlow driven by a `Replicator`; it knows nothing about
-Ray, actors or flags. Everything it needs (agent, replicator, hyperparameters,
-optionally the optimizer) is passed in:
+Ray, actors or flags. Everything it needs (agent, replicator, the loss and
+optimizer settings, optionally the optimizer and the loss) is passed in:
 
     replicator = Replicator("cpu:2")
     learner = Learner(agent=MLPAgent(num_actions=2), replicator=replicator,
-                      hyperparams=LearnerHyperparams(total_steps=10_000),
-                      observation_shape=(4,))
+                      observation_shape=(4,), total_steps=10_000,
+                      loss=LossConfig(), optimizer=OptimizerConfig())
     metrics = learner.step(batch)          # batch: an Unroll with B columns
     version, weights = learner.get_weights()
 
@@ -19,17 +19,20 @@ transitions, `[B]` for `policy_version` and a nest of `[B, ...]` for
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import math
 import numbers
 import os
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import tensorflow as tf
 
 from impala_rep.agent import Agent, AgentInputs
+from impala_rep.config import LossConfig, OptimizerConfig
 from impala_rep.learner.checkpointing import restore_newest_readable
+from impala_rep.learner.gradients import clip_by_global_norm, zero_unless
+from impala_rep.learner.optimizers import paper_rmsprop
 from impala_rep.learner.replicator import (
     ReplicatedOptimizer,
     Replicator,
@@ -37,10 +40,15 @@ from impala_rep.learner.replicator import (
     all_reduce_gradients,
     num_replicas,
 )
-from impala_rep.loss_fn import LossFn, impala_loss_fn
+from impala_rep.loss_fn import LossFn, LossOutput, impala_loss_fn
+from impala_rep.transitions import vtrace_inputs
 from impala_rep.unroll import TIME_MAJOR_DTYPES, Unroll
 
-__all__ = ["LearnerHyperparams", "Learner", "NonFiniteError"]
+__all__ = ["Learner", "NonFiniteError"]
+
+# What the learner adds to every step's metrics; a loss metric of the same name
+# would be overwritten (or, for "finite", taken for the learner's own check).
+_LEARNER_METRICS = ("grad_norm", "learning_rate", "finite", "policy_lag_mean", "policy_lag_max")
 
 
 class NonFiniteError(FloatingPointError):
@@ -51,81 +59,6 @@ class NonFiniteError(FloatingPointError):
         super().__init__(f"non-finite {', '.join(metrics)} at learner step {step}; "
                          "the update was not applied")
 
-REWARD_CLIPPING = ("abs_one", "none")
-
-# impala_loss metrics that are SUMS over the replica's shard: summed over replicas
-# so they are the global-batch value whatever the replica count. The others are
-# means over a shard; shards are equal-sized, so their mean over replicas is the
-# global-batch mean.
-_SUMMED_METRICS = ("loss", "pg_loss", "baseline_loss", "entropy_loss")
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class LearnerHyperparams:
-    """Learner hyperparameters (defaults: the IMPALA paper's / scalable_agent's).
-
-    Attributes:
-      learning_rate: initial RMSProp learning rate, > 0.
-      total_steps: learner steps over which the learning rate decays linearly to
-        0 (and stays 0 afterwards), >= 1.
-      discount: gamma in [0, 1].
-      baseline_cost, entropy_cost: weights of the baseline and entropy losses, >= 0.
-      clip_rho_threshold, clip_pg_rho_threshold: V-trace clipping, > 0 or None.
-      lambda_: V-trace lambda in [0, 1].
-      rmsprop_decay: RMSProp rho in [0, 1).
-      rmsprop_epsilon: RMSProp epsilon, > 0.
-      rmsprop_momentum: RMSProp momentum in [0, 1).
-      max_grad_norm: clip the GLOBAL gradient (over all replicas) to this norm,
-        > 0, or None for no clipping.
-      reward_clipping: "abs_one" (clip rewards to [-1, 1]) or "none".
-    """
-
-    learning_rate: float = 6e-4
-    total_steps: int
-    discount: float = 0.99
-    baseline_cost: float = 0.5
-    entropy_cost: float = 0.01
-    clip_rho_threshold: float | None = 1.0
-    clip_pg_rho_threshold: float | None = 1.0
-    lambda_: float = 1.0
-    rmsprop_decay: float = 0.99
-    rmsprop_epsilon: float = 0.01
-    rmsprop_momentum: float = 0.0
-    max_grad_norm: float | None = 40.0
-    reward_clipping: str = "abs_one"
-
-    def __post_init__(self):
-        def number(name: str, *, optional: bool = False) -> float | None:
-            value = getattr(self, name)
-            if value is None and optional:
-                return None
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
-                allowed = "a number or None" if optional else "a number"
-                raise ValueError(f"{name} must be {allowed}, got {value!r}")
-            return float(value)
-
-        def check(name: str, ok: bool, allowed: str) -> None:
-            if not ok:
-                raise ValueError(f"{name} must be {allowed}, got {getattr(self, name)!r}")
-
-        total = self.total_steps
-        check("total_steps", isinstance(total, numbers.Integral) and not isinstance(total, bool)
-              and total >= 1, "an integer >= 1")
-        lr = number("learning_rate")
-        check("learning_rate", 0 < lr < math.inf, "> 0 and finite")
-        check("discount", 0 <= number("discount") <= 1, "in [0, 1]")
-        for name in ("baseline_cost", "entropy_cost"):
-            check(name, 0 <= number(name) < math.inf, ">= 0 and finite")
-        for name in ("clip_rho_threshold", "clip_pg_rho_threshold", "max_grad_norm"):
-            value = number(name, optional=True)
-            check(name, value is None or value > 0, "> 0 or None")
-        check("lambda_", 0 <= number("lambda_") <= 1, "in [0, 1]")
-        check("rmsprop_decay", 0 <= number("rmsprop_decay") < 1, "in [0, 1)")
-        check("rmsprop_epsilon", 0 < number("rmsprop_epsilon") < math.inf, "> 0 and finite")
-        check("rmsprop_momentum", 0 <= number("rmsprop_momentum") < 1, "in [0, 1)")
-        check("reward_clipping", self.reward_clipping in REWARD_CLIPPING,
-              " or ".join(repr(c) for c in REWARD_CLIPPING))
-
 
 class Learner:
     """Trains an agent with V-trace on batches of unrolls, replicated by a `Replicator`.
@@ -133,15 +66,20 @@ class Learner:
     Args:
       agent: an `impala_rep.agent.Agent`; built here, inside `replicator.scope()`.
       replicator: runs the per-replica update on its devices.
-      hyperparams: see `LearnerHyperparams`.
       observation_shape: shape of ONE observation (no time or batch dims).
-      optimizer: a Keras optimizer to use instead of the paper's RMSProp (e.g.
-        plain SGD in tests). Its learning rate is used as given (no decay). It
-        must be constructed inside `replicator.scope()` (checked, ValueError):
-        Keras creates its step counter in the constructor.
+      total_steps: learner steps in the run (an integer >= 1); the default
+        optimizer's learning rate decays linearly to 0 over them.
+      loss: the loss settings (discount, reward clipping, costs, V-trace
+        clipping), handed to `loss_fn` as `config`.
+      optimizer: the optimizer settings. `max_grad_norm` is applied here to
+        the global gradient; the rest are the default optimizer's.
+      make_optimizer: a zero-argument callable returning a new Keras optimizer
+        (e.g. plain SGD in tests), used as it is (no decay, no `optimizer`
+        settings but `max_grad_norm`). Default: `paper_rmsprop(optimizer,
+        decay_steps=total_steps)`.
       loss_fn: the per-replica loss, called with keywords as `impala_rep.loss_fn`
-        documents; returns `(loss, metrics)`. Default: `impala_loss_fn`, the
-        IMPALA V-trace loss with `hyperparams`' costs.
+        documents; returns a `LossOutput`. Default: `impala_loss_fn`, the IMPALA
+        V-trace loss with `loss`' settings.
 
     Batch layout on the devices: `Replicator.run` splits every input along ONE
     axis, so the time-major fields go with `batch_axis=1`, `initial_state`
@@ -155,58 +93,43 @@ class Learner:
         *,
         agent: Agent,
         replicator: Replicator,
-        hyperparams: LearnerHyperparams,
         observation_shape: Sequence[int],
-        optimizer: Any = None,
+        total_steps: int,
+        loss: LossConfig = LossConfig(),
+        optimizer: OptimizerConfig = OptimizerConfig(),
+        make_optimizer: Callable[[], tf.keras.optimizers.Optimizer] | None = None,
         loss_fn: LossFn | None = None,
     ):
+        if isinstance(total_steps, bool) or not isinstance(total_steps, numbers.Integral) or total_steps < 1:
+            raise ValueError(f"total_steps must be an integer >= 1, got {total_steps!r}")
+        for name, value, cls in (("loss", loss, LossConfig), ("optimizer", optimizer, OptimizerConfig)):
+            if not isinstance(value, cls):
+                raise TypeError(f"{name} must be an impala_rep.{cls.__name__}, got {type(value).__name__}")
         self._agent = agent
         self._replicator = replicator
-        self._hp = hyperparams
+        self._loss_config = loss
+        self._max_grad_norm = optimizer.max_grad_norm
         self._loss_fn = impala_loss_fn if loss_fn is None else loss_fn
+        if make_optimizer is None:
+            make_optimizer = functools.partial(paper_rmsprop, optimizer, decay_steps=int(total_steps))
         with replicator.scope():
             agent.build(tuple(observation_shape))
-            if optimizer is None:
-                # Linear decay to 0 over total_steps, evaluated by Keras at the
-                # optimizer's own step counter, so a restored checkpoint (which holds
-                # that counter) continues the schedule where it stopped. Past
-                # decay_steps PolynomialDecay stays at end_learning_rate = 0.
-                schedule = tf.keras.optimizers.schedules.PolynomialDecay(
-                    initial_learning_rate=hyperparams.learning_rate,
-                    decay_steps=hyperparams.total_steps,
-                    end_learning_rate=0.0,
-                    power=1.0,
-                )
-                optimizer = tf.keras.optimizers.RMSprop(
-                    learning_rate=schedule,
-                    rho=hyperparams.rmsprop_decay,
-                    momentum=hyperparams.rmsprop_momentum,
-                    epsilon=hyperparams.rmsprop_epsilon,
-                )
-            elif not replicator.strategy.extended.variable_created_in_scope(
-                optimizer.iterations.value
-            ):
-                # Created outside the scope, Keras' step counter is a plain variable
-                # that every replica increments: with N replicas it counts N per step
-                # and a learning-rate schedule would run N times too fast.
-                raise ValueError(
-                    "optimizer must be constructed inside replicator.scope() (its step "
-                    "counter was created outside it)"
-                )
-            if not isinstance(optimizer, ReplicatedOptimizer):
-                optimizer = replicator.wrap_optimizer(optimizer)
+            # Made here, inside the scope: Keras creates the optimizer's step counter
+            # in its constructor, and made outside, that counter is a plain variable
+            # that every replica increments: with N replicas it counts N per step and
+            # a learning-rate schedule would run N times too fast.
+            self._optimizer = replicator.wrap_optimizer(make_optimizer())
             # Slots must exist before the first replicated call: variables created
             # while tracing under MirroredStrategy fail.
-            optimizer.build(list(agent.trainable_variables))
+            self._optimizer.build(list(agent.trainable_variables))
             self._num_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="learner_step")
-        self._optimizer = optimizer
         # Non-trainable agent state (an agent's optional `non_trainable_variables`, e.g.
         # batch-norm moving statistics) is saved under its own key, and only when there
         # is some: checkpoints of agents without such state keep their layout.
         agent_state = list(getattr(agent, "non_trainable_variables", ()))
         self._checkpoint = tf.train.Checkpoint(
             agent=list(agent.trainable_variables),
-            optimizer=optimizer.optimizer,
+            optimizer=self._optimizer.optimizer,
             step=self._num_steps,
             **({"agent_state": agent_state} if agent_state else {}),
         )
@@ -217,10 +140,6 @@ class Learner:
     @property
     def agent(self) -> Agent:
         return self._agent
-
-    @property
-    def hyperparams(self) -> LearnerHyperparams:
-        return self._hp
 
     @property
     def optimizer(self) -> ReplicatedOptimizer:
@@ -250,7 +169,6 @@ class Learner:
         Returns:
           Scalar metrics, identical on every replica (already reduced).
         """
-        hp = self._hp
         state = tf.nest.map_structure(lambda x: tf.squeeze(x, axis=0), batch["initial_state"])
         inputs = AgentInputs(
             observation=batch["observations"],
@@ -258,34 +176,29 @@ class Learner:
             prev_reward=batch["prev_rewards"],
             first=batch["first"],
         )
-        rewards = batch["rewards"]
-        if hp.reward_clipping == "abs_one":
-            rewards = tf.clip_by_value(rewards, -1.0, 1.0)
-        # Truncated steps are treated as episode ends, discount 0, like terminated
-        # ones. This is a known bias: after a time-limit cut the return should be
-        # bootstrapped with gamma * V(final observation), but the unroll does not
-        # carry that observation (obs[t+1] is already the next episode's first).
-        # Fixing it needs the actor to record the final observation of truncated
-        # episodes in the Unroll (impala_rep/unroll.py, actors/) and V-trace to
-        # bootstrap from it here.
-        ended = tf.logical_or(batch["terminated"], batch["truncated"])
-        discounts = hp.discount * (1.0 - tf.cast(ended, tf.float32))
+        config = self._loss_config
+        # Truncated steps are still episode ends (discount 0); vtrace_inputs says why.
+        transitions = vtrace_inputs(rewards=batch["rewards"], terminated=batch["terminated"],
+                                    truncated=batch["truncated"], discount=config.discount,
+                                    reward_clipping=config.reward_clipping)
 
         variables = list(self._agent.trainable_variables)
         replicas = num_replicas()
         with tf.GradientTape() as tape:
             outputs, _ = self._agent.unroll(inputs, state)  # over all T+1 observations
-            # The loss hook's contract (keywords, shapes) is impala_rep.loss_fn's.
-            loss, metrics = self._loss_fn(
+            # The loss hook's contract (keywords, shapes, result) is impala_rep.loss_fn's.
+            output = self._loss_fn(
                 agent=self._agent,
                 inputs=inputs,
                 outputs=outputs,
                 behaviour_logits=batch["behaviour_logits"],
                 actions=batch["actions"],
-                rewards=rewards,
-                discounts=discounts,
-                hyperparams=hp,
+                rewards=transitions.rewards,
+                discounts=transitions.discounts,
+                config=config,
             )
+            _check_loss_output(output)
+            loss = output.loss
             # The loss is a SUM over this replica's shard (as in the paper), but
             # gradients are MEAN-reduced over replicas. Scaling by the replica count
             # makes that mean the gradient of the sum over the global batch, so the
@@ -296,20 +209,14 @@ class Learner:
         # Global-norm clipping must see the GLOBAL gradient, which exists only
         # after the all-reduce: reduce once here, clip, and apply the reduced
         # gradients as they are.
-        grads = all_reduce_gradients(grads)
-        grad_norm = tf.linalg.global_norm([g for g in grads if g is not None])
-        if hp.max_grad_norm is not None:
-            max_norm = tf.constant(hp.max_grad_norm, grad_norm.dtype)
-            # norm 0 gives max_norm / 0 = inf -> scale 1.
-            scale = tf.minimum(tf.ones_like(grad_norm), max_norm / grad_norm)
-            grads = [_scale_gradient(g, scale) for g in grads]
+        grads, grad_norm = clip_by_global_norm(all_reduce_gradients(grads), self._max_grad_norm)
 
-        # A custom loss_fn may report any subset of metrics; tf.distribute cannot
+        # Each group is reduced as the loss declared it; tf.distribute cannot
         # all-reduce an empty structure, so an empty group is skipped.
-        summed = {k: v for k, v in metrics.items() if k in _SUMMED_METRICS}
-        summed = all_reduce(summed, op="sum") if summed else {}
-        averaged = {k: v for k, v in metrics.items() if k not in _SUMMED_METRICS}
-        averaged = all_reduce(averaged, op="mean") if averaged else {}
+        metrics = {}
+        for group, op in ((output.sums, "sum"), (output.means, "mean")):
+            if group:
+                metrics.update(all_reduce(dict(group), op=op))
         # A non-finite loss or gradient on any replica must not reach the weights.
         # grad_norm is global already; the loss is summed over replicas so every
         # replica takes the same decision. Zeroed gradients (rather than a tf.cond
@@ -319,14 +226,14 @@ class Learner:
         # never checkpointed or published.
         finite = tf.logical_and(tf.math.is_finite(grad_norm),
                                 tf.math.is_finite(all_reduce(loss, op="sum")))
-        grads = [_zero_unless(finite, g) for g in grads]
+        grads = zero_unless(finite, grads)
 
         # Read before applying: the rate this update uses (Keras evaluates a
         # schedule at the optimizer's step counter, which apply_gradients advances).
         learning_rate = tf.cast(tf.convert_to_tensor(self._optimizer.learning_rate), tf.float32)
         self._optimizer.apply_reduced_gradients(zip(grads, variables))
         return {
-            **{k: tf.cast(v, tf.float32) for k, v in {**summed, **averaged}.items()},
+            **{k: tf.cast(v, tf.float32) for k, v in metrics.items()},
             "grad_norm": tf.cast(grad_norm, tf.float32),
             "learning_rate": learning_rate,
             "finite": tf.cast(finite, tf.float32),
@@ -361,9 +268,11 @@ class Learner:
             once for the first batch's shapes.
 
         Returns:
-          Python floats: the `impala_loss` metrics for the whole batch (`loss`,
-          `pg_loss`, `baseline_loss`, `entropy_loss` are sums over it, the rest
-          means), `grad_norm` (global, before clipping), `learning_rate` (the rate
+          Python floats: the loss's metrics for the whole batch (its `sums`
+          summed over replicas, its `means` averaged; `impala_loss_fn`'s are
+          `loss`, `pg_loss`, `baseline_loss`, `entropy_loss` and `entropy`,
+          `vtrace_rho_clipped_fraction`, `rho_mean`, `advantage_mean`,
+          `value_mean`), `grad_norm` (global, before clipping), `learning_rate` (the rate
           this update used), and `policy_lag_mean` / `policy_lag_max`: the number
           of updates between the weights that produced each unroll and the
           weights this update starts from (`num_steps - policy_version`).
@@ -434,20 +343,14 @@ class Learner:
         restore_newest_readable(self._checkpoint, directory)
 
 
-def _zero_unless(condition: tf.Tensor, grad: Any) -> Any:
-    """`grad` if `condition`, else zeros of its shape (NaN * 0 would stay NaN)."""
-    if grad is None:
-        return None
-    if isinstance(grad, tf.IndexedSlices):
-        return tf.IndexedSlices(tf.where(condition, grad.values, tf.zeros_like(grad.values)),
-                                grad.indices, grad.dense_shape)
-    return tf.where(condition, grad, tf.zeros_like(grad))
 
-
-def _scale_gradient(grad: Any, scale: tf.Tensor) -> Any:
-    if grad is None:
-        return None
-    if isinstance(grad, tf.IndexedSlices):  # e.g. from an embedding lookup
-        return tf.IndexedSlices(grad.values * tf.cast(scale, grad.values.dtype), grad.indices,
-                                grad.dense_shape)
-    return grad * tf.cast(scale, grad.dtype)
+def _check_loss_output(output: Any) -> None:
+    """Raises unless `output` is a `LossOutput` whose metric names are unambiguous."""
+    if not isinstance(output, LossOutput):
+        raise TypeError("loss_fn must return an impala_rep.LossOutput(loss, sums, means), "
+                        f"got a {type(output).__name__}")
+    names = [*output.sums, *output.means]
+    bad = sorted({n for n in names if names.count(n) > 1 or n in _LEARNER_METRICS})
+    if bad:
+        raise ValueError(f"loss_fn metric names {bad} are in both sums and means or are the "
+                         f"learner's own ({', '.join(_LEARNER_METRICS)})")

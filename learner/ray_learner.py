@@ -1,48 +1,31 @@
-"""The learner as a Ray actor, so that in a cluster it lands where its devices are.
+"""The learner host as a Ray actor, so that in a cluster it lands where its devices are.
 
-A thin wrapper: the process builds its own Replicator (the first TensorFlow work
-in that process, so `cpu:N` logical devices can still be configured), the agent
-and the `Learner`, and serves `LearnerService`'s methods to actors and the driver.
+A thin wrapper around `build_learner_service` (learner/build.py): the actor is
+cheap to construct, reports the address Ray placed it at, and builds its
+service in `start` (the first TensorFlow work in the process, once TF_CONFIG
+can be written for a multi-host group); then it serves the service's methods
+to actors and the driver. A single learner is a group of one of these
+(learner/learner_group.py).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import ray
 
 from impala_rep.config import TrainConfig
-from impala_rep.learner.device_spec import parse_devices
+from impala_rep.devices import parse_devices
 
-__all__ = ["LearnerEndpoints", "RayLearner", "create_learner", "learner_gpus", "learner_hyperparams"]
-
-
-def learner_hyperparams(config: TrainConfig, frame_skip: int = 1):
-    """The `LearnerHyperparams` a run's config asks for."""
-    from impala_rep.learner.learner import LearnerHyperparams
-
-    return LearnerHyperparams(
-        learning_rate=config.learning_rate,
-        total_steps=config.total_learner_steps(frame_skip),
-        discount=config.discount,
-        baseline_cost=config.baseline_cost,
-        entropy_cost=config.entropy_cost,
-        clip_rho_threshold=config.clip_rho_threshold,
-        clip_pg_rho_threshold=config.clip_pg_rho_threshold,
-        rmsprop_decay=config.rmsprop_decay,
-        rmsprop_epsilon=config.rmsprop_epsilon,
-        max_grad_norm=config.max_grad_norm,
-        reward_clipping=config.reward_clipping,
-    )
+__all__ = ["LearnerHost", "RayLearnerHost", "learner_gpus"]
 
 
-class LearnerEndpoints:
-    """What a learner Ray actor serves to actors and the driver: its `LearnerService`'s
-    methods (`self._service`) and where it runs. Shared by the single learner below and
-    the hosts of a multi-host learner (learner/learner_group.py)."""
+class LearnerHost:
+    """One learner host: its `LearnerService`'s methods and where it runs."""
 
-    _service: Any
+    def __init__(self):
+        self._service = None
 
     def pid(self) -> int:
         return os.getpid()
@@ -50,6 +33,27 @@ class LearnerEndpoints:
     def node_id(self) -> str:
         """The Ray node this process runs on (where Ray placed it)."""
         return ray.get_runtime_context().get_node_id()
+
+    def host_address(self) -> str:
+        """"IP:PORT" this host would serve a group's collectives on."""
+        from impala_rep.learner.cluster_spec import free_port
+
+        ip = ray.util.get_node_ip_address()
+        return f"{ip}:{free_port(ip)}"
+
+    def start(self, *, config: TrainConfig, observation_shape: tuple[int, ...],
+              agent_factory: Callable[[], Any], frame_skip: int = 1,
+              loss_fn: Callable[..., Any] | None = None, resume: bool = False,
+              host: int = 0, addresses: Sequence[str] = ()) -> str | None:
+        """Builds this host's service (restored, on resume); returns the checkpoint it
+        restored from. With several `addresses` it returns once every host has joined."""
+        from impala_rep.learner.build import build_learner_service
+
+        self._service = build_learner_service(
+            config=config, observation_shape=observation_shape, agent_factory=agent_factory,
+            frame_skip=frame_skip, loss_fn=loss_fn, resume=resume, host=host,
+            addresses=addresses, publish=ray.put)
+        return self._service.restored_from
 
     def enqueue(self, unroll, stats=None):
         return self._service.enqueue(unroll, stats)
@@ -70,38 +74,7 @@ class LearnerEndpoints:
         return self._service.get_weights()
 
 
-class _LearnerProcess(LearnerEndpoints):
-    def __init__(self, config: TrainConfig, observation_shape: tuple[int, ...],
-                 agent_factory: Callable[[], Any], frame_skip: int = 1,
-                 loss_fn: Callable[..., Any] | None = None, resume: bool = False):
-        from impala_rep import Replicator
-
-        replicator = Replicator(config.learner_devices)
-        from impala_rep.learner.learner import Learner
-        from impala_rep.learner.service import LearnerService
-
-        learner = Learner(agent=agent_factory(), replicator=replicator,
-                          hyperparams=learner_hyperparams(config, frame_skip),
-                          observation_shape=observation_shape, loss_fn=loss_fn)
-        checkpoint = None
-        if config.logdir is not None:
-            # The learner writes its own checkpoints: its variables live here. In a
-            # cluster, LOGDIR must be on storage this node can write (shared or local).
-            from impala_rep.learner.checkpointing import CHECKPOINT_SUBDIR, RunCheckpoint
-
-            checkpoint = RunCheckpoint(learner=learner,
-                                       directory=os.path.join(config.logdir, CHECKPOINT_SUBDIR))
-        self._service = LearnerService(learner=learner, batch_size=config.batch_size,
-                                       total_frames=config.total_agent_steps(frame_skip),
-                                       queue_capacity=config.queue_capacity, publish=ray.put,
-                                       checkpoint=checkpoint,
-                                       checkpoint_every_s=config.checkpoint_every_s, resume=resume)
-
-    def restored_from(self) -> str | None:
-        return self._service.restored_from
-
-
-RayLearner = ray.remote(_LearnerProcess)
+RayLearnerHost = ray.remote(LearnerHost)
 
 
 def learner_gpus(devices: str) -> int:
@@ -111,17 +84,3 @@ def learner_gpus(devices: str) -> int:
     if spec.kind != "gpu":
         return 0  # "auto" takes whatever the node it lands on has
     return spec.count or 1
-
-
-def create_learner(config: TrainConfig, observation_shape, agent_factory, frame_skip: int = 1,
-                   loss_fn: Callable[..., Any] | None = None, resume: bool = False):
-    """Starts the learner actor. Its methods run concurrently: every actor may be
-    blocked in `enqueue` (back-pressure) while the driver still gets reports.
-
-    `loss_fn` (picklable; None: the IMPALA loss) is the `Learner`'s loss hook.
-    `resume` restores the newest readable checkpoint in `config.logdir` first."""
-    return RayLearner.options(
-        num_cpus=1,
-        num_gpus=learner_gpus(config.learner_devices),
-        max_concurrency=config.num_actors + 4,
-    ).remote(config, tuple(observation_shape), agent_factory, frame_skip, loss_fn, resume)

@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import tensorflow as tf
 
-from impala_rep.learner.device_spec import DeviceSpec, parse_devices, tpu_resolver_args
+from impala_rep.devices import DeviceSpec, parse_devices, tpu_resolver_args
 
 __all__ = [
     "DeviceSpec",

@@ -36,6 +36,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from impala_rep.learner.report import LearnerReport
 from impala_rep.learner.unroll_queue import QueueClosed, UnrollQueue
 from impala_rep.unroll import EpisodeStats, Unroll
 
@@ -62,15 +63,17 @@ class LearnerService:
         `agree(ready=, checkpoint=) -> (go, save)` returns whether EVERY host is
         ready to step and whether ANY wants a checkpoint now (a collective, so it
         blocks until all hosts call it). None: a single host.
-      frames_scale: hosts whose consumed frames a checkpoint's frame count stands
-        for (every host consumes the same number per step), so that the count in
-        a checkpoint is the run's total.
+      host, hosts: this service's index in a multi-host group of `hosts` (0: the
+        chief). A checkpoint holds the group's totals: every host consumes the
+        same frames per step, so the frames are `hosts` times this host's, and the
+        episodes are summed over the hosts (through `sync`). A resumed host starts
+        from an equal share of both (the chief takes what does not divide).
     """
 
     def __init__(self, *, learner, batch_size: int, total_frames: int, queue_capacity: int,
                  publish: Callable[[list[np.ndarray]], Any] | None = lambda weights: weights,
                  checkpoint=None, checkpoint_every_s: float = 600.0, resume: bool = False,
-                 sync=None, frames_scale: int = 1):
+                 sync=None, host: int = 0, hosts: int = 1):
         self._learner = learner
         self._batch_size = batch_size
         self._total_frames = total_frames
@@ -78,7 +81,7 @@ class LearnerService:
         self._checkpoint = checkpoint
         self._checkpoint_every_s = checkpoint_every_s
         self._sync = sync
-        self._frames_scale = frames_scale
+        self._hosts = hosts
         self._queue = UnrollQueue(queue_capacity)
         self._lock = threading.Lock()
         self._new_returns: list[float] = []
@@ -86,6 +89,7 @@ class LearnerService:
         self._base_frames = 0      # consumed before this service started (resume)
         self._episodes = 0
         self._metrics: dict[str, float] = {}
+        self._policy_lag: tuple[float, float] | None = None  # (mean, max) of the last step
         self._busy_s = 0.0
         self._step_started: float | None = None  # set while a step runs
         self._error: str | None = None
@@ -98,8 +102,10 @@ class LearnerService:
             path, counters = checkpoint.restore()
             self.restored_from = path
             self._last_checkpoint = (path, learner.num_steps)
-            self._base_frames = counters.frames
-            self._episodes = counters.episodes
+            # Every host of a group consumes the same frames per step, so each resumes
+            # from an equal share (and all reach `total_frames` at the same step).
+            self._base_frames = counters.frames // hosts
+            self._episodes = counters.episodes // hosts + (counters.episodes % hosts if host == 0 else 0)
             self._recent_returns.extend(counters.recent_returns)
         self._done = threading.Event()
         # Actors hold the published object inside a list so that Ray passes the
@@ -124,13 +130,14 @@ class LearnerService:
         return self._published
 
     # --- called by the driver -------------------------------------------------------
-    def report(self) -> dict[str, Any]:
+    def report(self) -> LearnerReport:
         """Counters, latest step metrics and the episodes finished since the last report."""
         with self._lock:
             new_returns, self._new_returns = self._new_returns, []
             recent = list(self._recent_returns)
             episodes = self._episodes
             metrics = dict(self._metrics)
+            policy_lag = self._policy_lag
             # Count a step in progress up to now, so each report gets the busy time
             # that fell inside it (a long step, e.g. the first one with tracing,
             # would otherwise land whole in one report and exceed 100%).
@@ -140,22 +147,25 @@ class LearnerService:
             last_checkpoint = self._last_checkpoint
         # One locked read, so produced == consumed + queued holds in every report.
         counts = self._queue.counts()
-        return {
-            "learner_steps": self._learner.num_steps,
-            "frames_produced": self._base_frames + counts.frames_put,
-            "frames_consumed": self._base_frames + counts.frames_got,
-            "frames_queued": counts.frames_queued,
-            "queue_size": counts.size,
-            "learner_busy_s": busy_s,
-            "new_episode_returns": new_returns,
-            "episodes": episodes,
-            "episode_return_mean": float(np.mean(recent)) if recent else None,
-            "metrics": metrics,
-            "done": self._done.is_set(),
-            "error": self._error,
-            "non_finite": self._non_finite,
-            "last_checkpoint": last_checkpoint,
-        }
+        return LearnerReport(
+            learner_steps=self._learner.num_steps,
+            frames_produced=self._base_frames + counts.frames_put,
+            frames_consumed=self._base_frames + counts.frames_got,
+            frames_queued=counts.frames_queued,
+            queue_size=counts.size,
+            learner_busy_s=busy_s,
+            new_episode_returns=tuple(new_returns),
+            episodes=episodes,
+            episode_return_mean=float(np.mean(recent)) if recent else None,
+            window_episodes=len(recent),
+            metrics=metrics,
+            policy_lag_mean=None if policy_lag is None else policy_lag[0],
+            policy_lag_max=None if policy_lag is None else policy_lag[1],
+            done=self._done.is_set(),
+            error=self._error,
+            non_finite=self._non_finite,
+            last_checkpoint=last_checkpoint,
+        )
 
     def stop(self, timeout_s: float = 300.0) -> bool:
         """Stops training after the step in progress; unblocks every waiting actor.
@@ -199,8 +209,12 @@ class LearnerService:
         from impala_rep.learner.checkpointing import RunCounters
 
         with self._lock:
-            counters = RunCounters(frames=self._frames_scale * self._frames_consumed(),
-                                   episodes=self._episodes,
+            episodes = self._episodes
+        if self._sync is not None:  # every host saves at the same step: the group's total
+            episodes = self._sync.total(episodes)
+        with self._lock:
+            counters = RunCounters(frames=self._hosts * self._frames_consumed(),
+                                   episodes=episodes,
                                    recent_returns=tuple(self._recent_returns))
         path = self._checkpoint.save(counters)
         with self._lock:
@@ -245,11 +259,15 @@ class LearnerService:
                     self._non_finite = str(err)
                     break
                 self._published = self._publish_weights()
+                # The one per-host measure (how stale this host's batch was): reported
+                # apart from the loss metrics, which every host shares.
+                policy_lag = (metrics.pop("policy_lag_mean"), metrics.pop("policy_lag_max"))
                 returns = [float(r) for s in stats if s is not None for r in np.asarray(s.returns)]
                 with self._lock:
                     self._busy_s += time.monotonic() - self._step_started
                     self._step_started = None
                     self._metrics = metrics
+                    self._policy_lag = policy_lag
                     self._new_returns.extend(returns)
                     self._recent_returns.extend(returns)
                     self._episodes += len(returns)

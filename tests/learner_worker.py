@@ -72,21 +72,22 @@ def run_case(replicator, optimizer):
     """
     import tensorflow as tf
 
-    from impala_rep.learner.learner import Learner, LearnerHyperparams
+    from impala_rep.config import OptimizerConfig
+    from impala_rep.learner.learner import Learner
 
     if optimizer == "rmsprop":
-        hyperparams = LearnerHyperparams(total_steps=10, learning_rate=0.05, max_grad_norm=1.0)
-        opt = None
+        settings = OptimizerConfig(learning_rate=0.05, max_grad_norm=1.0)
+        make_optimizer = None
     else:
-        hyperparams = LearnerHyperparams(total_steps=10, max_grad_norm=None)
-        with replicator.scope():
-            opt = tf.keras.optimizers.SGD(0.02)
+        settings = OptimizerConfig(max_grad_norm=None)
+        make_optimizer = lambda: tf.keras.optimizers.SGD(0.02)  # noqa: E731
     learner = Learner(
         agent=OffsetAgent(num_actions=A, hidden_sizes=(8,)),
         replicator=replicator,
-        hyperparams=hyperparams,
         observation_shape=(OBS,),
-        optimizer=opt,
+        total_steps=10,
+        optimizer=settings,
+        make_optimizer=make_optimizer,
     )
     rng = np.random.default_rng(1)
     initial = [rng.normal(scale=0.5, size=w.shape).astype(np.float32)

@@ -26,13 +26,12 @@ def run_case(replicator):
     import tensorflow as tf
 
     from custom_agent import l2_regularised_loss, make_agent
-    from impala_rep import Learner, LearnerHyperparams
+    from impala_rep import Learner, OptimizerConfig
 
-    with replicator.scope():
-        optimizer = tf.keras.optimizers.SGD(0.02)
     learner = Learner(agent=make_agent(observation_shape=(OBS,), num_actions=A), replicator=replicator,
-                      hyperparams=LearnerHyperparams(total_steps=10, max_grad_norm=None),
-                      observation_shape=(OBS,), optimizer=optimizer,
+                      observation_shape=(OBS,), total_steps=10,
+                      optimizer=OptimizerConfig(max_grad_norm=None),
+                      make_optimizer=lambda: tf.keras.optimizers.SGD(0.02),
                       # a large L2 cost, so that counting it once per replica would show
                       loss_fn=functools.partial(l2_regularised_loss, l2_cost=0.1))
     rng = np.random.default_rng(1)

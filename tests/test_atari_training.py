@@ -7,8 +7,9 @@ import pytest
 pytest.importorskip("ale_py")
 ray = pytest.importorskip("ray")
 
-from impala_rep.config import PRESETS, TrainConfig  # noqa: E402
-from impala_rep.training import train  # noqa: E402
+from impala_rep.config import TrainConfig  # noqa: E402
+from impala_rep.presets import PRESETS  # noqa: E402
+from impala_rep.run.training import train  # noqa: E402
 
 
 
@@ -17,8 +18,8 @@ def test_pong_smoke_run_with_lstm(local_ray, tmp_path):
     # A few learner steps in CI time: small batches, a handful of envs.
     # total_frames counts env frames: 4 per agent step with Atari's frame skip.
     settings.update(envs_per_actor=4, unroll_length=10, batch_size=8, total_frames=4 * 10 * 8 * 3)
-    config = TrainConfig(env="ALE/Pong-v5", num_actors=2, use_lstm=True, seed=3,
-                         logdir=str(tmp_path / "run"), report_every_s=1.0, **settings)
+    config = TrainConfig.from_keys(dict(env="ALE/Pong-v5", num_actors=2, use_lstm=True, seed=3,
+                         logdir=str(tmp_path / "run"), report_every=1.0, **settings))
     result = train(config)
     assert result.learner_steps >= 3
     assert result.frames == 4 * 10 * 8 * result.learner_steps  # reported in env frames

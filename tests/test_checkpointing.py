@@ -9,7 +9,8 @@ from random_unrolls import random_unroll
 from impala_rep import Replicator
 from impala_rep.agent import MLPAgent
 from impala_rep.learner.checkpointing import RunCheckpoint, RunCounters
-from impala_rep.learner.learner import Learner, LearnerHyperparams, NonFiniteError
+from impala_rep.config import OptimizerConfig
+from impala_rep.learner.learner import Learner, NonFiniteError
 
 T, B, A, OBS = 4, 6, 3, 5
 
@@ -21,8 +22,8 @@ def replicator():
 
 def make_learner(replicator):
     return Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(8,)), replicator=replicator,
-                   hyperparams=LearnerHyperparams(learning_rate=1e-2, total_steps=50),
-                   observation_shape=(OBS,))
+                   observation_shape=(OBS,), total_steps=50,
+                   optimizer=OptimizerConfig(learning_rate=1e-2))
 
 
 def batch(seed=0):
@@ -127,8 +128,8 @@ def test_non_trainable_agent_state_is_checkpointed_and_restored(replicator, tmp_
     def learner():
         return Learner(agent=module.make_agent(observation_shape=(OBS,), num_actions=A),
                        replicator=replicator,
-                       hyperparams=LearnerHyperparams(learning_rate=1e-2, total_steps=50),
-                       observation_shape=(OBS,))
+                       observation_shape=(OBS,), total_steps=50,
+                       optimizer=OptimizerConfig(learning_rate=1e-2))
 
     trained = learner()
     fresh_statistics = [v.numpy().copy() for v in trained.agent.non_trainable_variables]

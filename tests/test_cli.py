@@ -57,6 +57,14 @@ def test_demo_trains_replicated_and_matches_one_device():
         (["train", "--sticky-actions", "0.2"], "bad sticky_actions 0.2: sticky actions apply to Atari"),
         (["train", "--episodic-life", "--logdir", "{tmp}/run"],
          "bad episodic_life True: a life loss ending the episode applies to Atari ids"),
+        (["train", "--hidden-sizes", "64,x"],
+         "argument --hidden-sizes: expected comma-separated positive integers such as 64,64, got '64,x'"),
+        (["train", "--max-grad-norm", "off"], "argument --max-grad-norm: expected a number or none, got 'off'"),
+        (["train", "--lambda", "1.5"], "bad lambda 1.5: must be in [0, 1]"),
+        (["train", "--launcher", "local", "--ray-address", "auto"],
+         "bad ray_address 'auto': the local launcher starts no Ray"),
+        (["train", "--report-every", "0"], "bad report_every 0.0: must be a positive number"),
+        (["train", "--preset", "pong"], "argument --preset: invalid choice: 'pong'"),
     ],
 )
 def test_train_and_plot_misuse_exit_2(args, message, tmp_path):
@@ -76,25 +84,28 @@ def test_train_refuses_non_empty_logdir_and_writes_nothing(tmp_path):
 
 
 def test_atari_presets_select_the_paper_settings_and_flags_override():
-    import dataclasses
-
-    from impala_rep.cli import config_from_args, parse_args
+    from impala_rep.config import config_fields
+    from impala_rep.run.cli import config_from_args, parse_args
 
     paper = config_from_args(parse_args(["train", "--env", "ALE/Pong-v5", "--preset", "atari-paper"]))
-    assert (paper.learning_rate, paper.unroll_length, paper.batch_size, paper.discount) == (6e-4, 20, 32, 0.99)
-    assert (paper.baseline_cost, paper.entropy_cost, paper.rmsprop_epsilon, paper.max_grad_norm) == (0.5, 0.01, 0.01, 40.0)
-    assert (paper.rmsprop_decay, paper.network, paper.reward_clipping) == (0.99, "shallow", "abs_one")
-    # `atari` differs from the paper in exactly the two settings config.py explains.
+    assert (paper.optimizer.learning_rate, paper.actors.unroll_length, paper.learner.batch_size,
+            paper.loss.discount) == (6e-4, 20, 32, 0.99)
+    assert (paper.loss.baseline_cost, paper.loss.entropy_cost, paper.optimizer.rmsprop_epsilon,
+            paper.optimizer.max_grad_norm) == (0.5, 0.01, 0.01, 40.0)
+    assert (paper.optimizer.rmsprop_decay, paper.agent.network, paper.loss.reward_clipping) == (
+        0.99, "shallow", "abs_one")
+    # `atari` differs from the paper in exactly the two settings presets.py explains.
     atari = config_from_args(parse_args(["train", "--env", "ALE/Pong-v5", "--preset", "atari"]))
-    differ = {f.name for f in dataclasses.fields(paper) if getattr(paper, f.name) != getattr(atari, f.name)}
+    differ = {f.key for f in config_fields() if paper.get(f.key) != atari.get(f.key)}
     assert differ == {"batch_size", "rmsprop_epsilon"}
-    assert (atari.batch_size, atari.rmsprop_epsilon) == (8, 1e-4)
+    assert (atari.learner.batch_size, atari.optimizer.rmsprop_epsilon) == (8, 1e-4)
     override = config_from_args(parse_args(["train", "--preset", "atari", "--learning-rate", "1e-3",
-                                         "--network", "deep", "--use-lstm"]))
-    assert override.learning_rate == 1e-3 and override.network == "deep" and override.use_lstm
-    assert override.unroll_length == 20
+                                            "--network", "deep", "--use-lstm"]))
+    assert override.optimizer.learning_rate == 1e-3
+    assert override.agent.network == "deep" and override.agent.use_lstm
+    assert override.actors.unroll_length == 20
     cartpole = config_from_args(parse_args(["train"]))
-    assert cartpole.learning_rate == 5e-3 and cartpole.network == "auto"
+    assert cartpole.optimizer.learning_rate == 5e-3 and cartpole.agent.network == "auto"
 
 
 def test_env_option_misuse_writes_nothing(tmp_path):
@@ -106,15 +117,15 @@ def test_env_option_misuse_writes_nothing(tmp_path):
 
 
 def test_sticky_actions_and_episodic_life_flags_reach_the_config():
-    from impala_rep.cli import config_from_args, parse_args
+    from impala_rep.run.cli import config_from_args, parse_args
 
     default = config_from_args(parse_args(["train", "--env", "ALE/Pong-v5"]))
-    assert default.sticky_actions is None and default.episodic_life is False  # the env's own
+    assert default.env.sticky_actions is None and default.env.episodic_life is False  # the env's own
     chosen = config_from_args(parse_args(["train", "--env", "ALE/Pong-v5", "--preset", "atari",
                                           "--sticky-actions", "0", "--episodic-life"]))
-    assert chosen.sticky_actions == 0.0 and chosen.episodic_life is True
+    assert chosen.env.sticky_actions == 0.0 and chosen.env.episodic_life is True
     minatar = config_from_args(parse_args(["train", "--env", "MinAtar/Breakout-v1", "--sticky-actions", "0.25"]))
-    assert minatar.sticky_actions == 0.25
+    assert minatar.env.sticky_actions == 0.25
 
 
 def _fake_run(path, **changes):
@@ -126,7 +137,8 @@ def _fake_run(path, **changes):
 
     (path / "checkpoints").mkdir(parents=True)
     (path / "checkpoints" / "checkpoint").write_text('model_checkpoint_path: "ckpt-7"\n')
-    (path / "config.json").write_text(json.dumps(TrainConfig(logdir=str(path), **changes).to_json()))
+    config = TrainConfig.from_keys({"logdir": str(path), **changes})
+    (path / "config.json").write_text(json.dumps(config.to_json()))
     return path
 
 
@@ -140,6 +152,8 @@ def _fake_run(path, **changes):
                                          "trained with env 'CartPole-v1'"),
         ("run", ["--network", "shallow"], "cannot resume with network 'shallow'"),
         ("run", ["--use-lstm"], "cannot resume with use_lstm True"),
+        ("run", ["--hidden-sizes", "32"], "cannot resume with hidden_sizes (32,): the checkpoint was "
+                                          "trained with hidden_sizes (64, 64)"),
         ("run", ["--preset", "atari"], "--preset cannot be combined with --resume"),
         ("run", ["--logdir", "{tmp}/other"], "differs from --resume"),
         ("run", ["--num-actors", "0"], "expected a positive integer, got 0"),
@@ -165,11 +179,302 @@ def test_resume_misuse_exits_2_and_writes_nothing(tmp_path, setup, args, message
 
 
 def test_resume_keeps_saved_settings_and_applies_given_flags(tmp_path):
-    from impala_rep.cli import explicit_args, parse_args, resume_config_from_args
+    from impala_rep.run.cli import explicit_args, parse_args, resume_config_from_args
 
     run = _fake_run(tmp_path / "run", num_actors=3, learning_rate=1e-3, seed=9)
     argv = ["train", "--resume", str(run), "--num-actors", "1", "--learner-devices", "cpu:2"]
     config = resume_config_from_args(parse_args(argv), explicit_args(argv))
-    assert (config.num_actors, config.learner_devices) == (1, "cpu:2")  # given: changed
-    assert (config.learning_rate, config.seed) == (1e-3, 9)  # not given: as saved, not the defaults
-    assert config.logdir == str(run)
+    assert (config.actors.num_actors, config.learner.devices) == (1, "cpu:2")  # given: changed
+    # not given: as saved, not the defaults
+    assert (config.optimizer.learning_rate, config.run.seed) == (1e-3, 9)
+    assert config.run.logdir == str(run)
+
+
+# --- the flags are the config's fields ----------------------------------------------
+
+
+def _train_help(capsys, *argv):
+    from impala_rep.run.cli import parse_args
+
+    with pytest.raises(SystemExit) as stop:
+        parse_args(["train", *argv, "--help"])
+    assert stop.value.code == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("preset", [None, "cartpole", "atari-paper", "atari"])
+def test_every_config_field_has_one_flag_and_its_default(capsys, preset):
+    import argparse
+    import re
+
+    from impala_rep.config import TrainConfig, config_fields
+    from impala_rep.presets import PRESETS
+    from impala_rep.run.cli import parse_args
+    from impala_rep.run.flags import add_config_flags, format_value
+
+    fields = list(config_fields())
+    expected = TrainConfig.from_keys(PRESETS[preset] if preset else {})
+    argv = ["train", "--preset", preset] if preset else ["train"]
+    # The train parser's options: one per field, plus the hand-written ones.
+    usage = _train_help(capsys, *argv).split("\n\n")[0]
+    assert set(re.findall(r"\[(--?[a-z-]+)", usage)) == (
+        {f.flag for f in fields} | {"-h", "--preset", "--resume"})
+    # Each field's value lands under its key, the preset's value or else the dataclass default.
+    parsed = vars(parse_args(argv))
+    assert set(parsed) == {f.key for f in fields} | {"command", "preset", "resume"}
+    for field in fields:
+        assert parsed[field.key] == expected.get(field.key), field.key
+        assert type(parsed[field.key]) is type(expected.get(field.key)), field.key
+    # ... and its help shows that default.
+    actions = add_config_flags(argparse.ArgumentParser(), expected)
+    assert set(actions) == {f.key for f in fields}
+    for field in fields:
+        action = actions[field.key]
+        assert action.option_strings == [field.flag] and action.dest == field.key
+        assert action.help.endswith(f"(default: {format_value(expected.get(field.key))})"), field.key
+
+
+def test_each_flag_reads_back_the_value_its_help_shows():
+    from impala_rep.config import TrainConfig, config_fields
+    from impala_rep.run.cli import explicit_args
+    from impala_rep.run.flags import format_value
+
+    default = TrainConfig()
+    for field in config_fields():
+        value = default.get(field.key)
+        if isinstance(value, bool):
+            given, value = [field.flag], True
+        else:
+            given = [field.flag, format_value(value)]
+        assert vars(explicit_args(["train", *given])) == {"command": "train", field.key: value}
+
+
+def _rejects(argv) -> bool:
+    from impala_rep.run.cli import parse_args
+
+    try:
+        parse_args(argv)
+    except SystemExit:
+        return True
+    return False
+
+
+def _config_takes(key, value) -> bool:
+    from impala_rep.config import TrainConfig
+
+    try:
+        TrainConfig.from_keys({key: value})
+    except ValueError:
+        return False
+    return True
+
+
+def _flag_of(key):
+    from impala_rep.config import config_fields
+
+    return {f.key: f.flag for f in config_fields()}[key]
+
+
+@pytest.mark.parametrize("key, probes", [
+    ("sticky_actions", [-0.5, 0.0, 0.5, 0.99, 1.0, 1.5]),
+    ("hidden_sizes", [(0,), (1,), (32, 16), (32, 0), (-1,)]),
+])
+def test_flag_range_checks_agree_with_the_dataclasses(key, probes, capsys):
+    """The few ranges a flag checks itself (for a message naming the flag) are the
+    dataclass's: a value passes the flag exactly when the config takes it."""
+    from impala_rep.run.flags import format_value
+
+    for value in probes:
+        rejected = _rejects(["train", _flag_of(key), format_value(value)])
+        assert rejected == (not _config_takes(key, value)), (key, value)
+    capsys.readouterr()
+
+
+def test_every_integer_flag_takes_what_its_field_takes(capsys):
+    """Integer fields are counts (positive) unless flags.py lists them; this fails for a
+    new integer field whose range is another."""
+    from impala_rep.config import TrainConfig, config_fields
+
+    default = TrainConfig()
+    integers = [f.key for f in config_fields()
+                if isinstance(default.get(f.key), int) and not isinstance(default.get(f.key), bool)]
+    assert "num_actors" in integers and "seed" in integers
+    for key in integers:
+        for value in (-1, 0, 1, 2):
+            rejected = _rejects(["train", _flag_of(key), str(value)])
+            assert rejected == (not _config_takes(key, value)), (key, value)
+    capsys.readouterr()
+
+
+def test_none_clears_optional_fields():
+    from impala_rep.run.cli import config_from_args, parse_args
+
+    config = config_from_args(parse_args([
+        "train", "--max-grad-norm", "none", "--clip-rho-threshold", "none",
+        "--clip-pg-rho-threshold", "none", "--sticky-actions", "none", "--ray-address", "none"]))
+    assert config.optimizer.max_grad_norm is None
+    assert config.loss.clip_rho_threshold is None and config.loss.clip_pg_rho_threshold is None
+    assert config.env.sticky_actions is None and config.run.ray_address is None
+    assert config_from_args(parse_args(["train", "--max-grad-norm", "0.5"])).optimizer.max_grad_norm == 0.5
+
+
+def test_none_is_refused_where_a_value_is_required(capsys):
+    from impala_rep.run.cli import parse_args
+
+    with pytest.raises(SystemExit) as stop:
+        parse_args(["train", "--learning-rate", "none"])
+    assert stop.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.endswith("argument --learning-rate: expected a number, got 'none'"), last
+
+
+def test_hidden_sizes_and_the_new_flags_reach_the_config():
+    from impala_rep.run.cli import config_from_args, parse_args
+
+    config = config_from_args(parse_args([
+        "train", "--hidden-sizes", "32,16", "--lambda", "0.95", "--rmsprop-momentum", "0.5",
+        "--launcher", "local", "--report-every", "0.5", "--checkpoint-every", "30"]))
+    assert config.agent.hidden_sizes == (32, 16)
+    assert config.loss.lambda_ == 0.95 and config.optimizer.rmsprop_momentum == 0.5
+    assert config.run.launcher == "local" and config.run.report_every_s == 0.5
+    assert config.learner.checkpoint_every_s == 30.0
+    assert config_from_args(parse_args(["train", "--hidden-sizes", "8"])).agent.hidden_sizes == (8,)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--hidden-sizes", "0"], "argument --hidden-sizes: expected comma-separated positive integers "
+                              "such as 64,64, got 0"),
+    (["--hidden-sizes", "32,,16"], "expected comma-separated positive integers such as 64,64, got '32,,16'"),
+    (["--rmsprop-momentum", "1"], "bad rmsprop_momentum 1.0: must be in [0, 1)"),
+    (["--learning-rate", "0"], "bad learning_rate 0.0: must be a positive number"),
+    (["--learning-rate", "inf"], "bad learning_rate inf: must be a positive number"),
+    (["--seed", "1.5"], "argument --seed: expected an integer, got '1.5'"),
+    (["--network", "mlp", "--use-lstm"], "bad network 'mlp': the MLP agent has no LSTM core"),
+    (["--learner-hosts", "3"], "bad batch_size 32: must split evenly over 3 learner hosts"),
+    (["--agent", "nocolon"], "bad agent 'nocolon'"),
+])
+def test_config_misuse_is_one_line_naming_the_key(argv, message, capsys):
+    from impala_rep.run.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["train", *argv])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("impala-rep") and message in err[-1], err[-1]
+
+
+# --- resume on the grouped config ----------------------------------------------------
+
+# A config.json as versions before the grouped config wrote it: flat, with the
+# old names checkpoint_every_s and report_every_s.
+_LEGACY_CONFIG = {
+    "env": "CartPole-v1", "num_actors": 3, "envs_per_actor": 8, "unroll_length": 10, "batch_size": 4,
+    "learner_devices": "cpu", "learner_hosts": 1, "total_frames": 20000, "seed": 5, "logdir": "/old/place",
+    "ray_address": None, "learning_rate": 0.001, "entropy_cost": 0.02, "baseline_cost": 0.5,
+    "discount": 0.98, "clip_rho_threshold": 1.0, "clip_pg_rho_threshold": 1.0, "rmsprop_decay": 0.99,
+    "rmsprop_epsilon": 0.01, "max_grad_norm": 40.0, "reward_clipping": "abs_one", "hidden_sizes": [32, 32],
+    "network": "auto", "use_lstm": False, "sticky_actions": None, "episodic_life": False,
+    "queue_capacity": 2, "report_every_s": 5.0, "checkpoint_every_s": 300.0, "max_actor_failures": 7,
+    "agent": None, "loss": None,
+}
+
+
+def _legacy_run(path):
+    import json
+
+    (path / "checkpoints").mkdir(parents=True)
+    (path / "checkpoints" / "checkpoint").write_text('model_checkpoint_path: "ckpt-7"\n')
+    (path / "config.json").write_text(json.dumps(_LEGACY_CONFIG))
+    return path
+
+
+def test_resume_reads_the_nested_config_json(tmp_path):
+    import json
+
+    from impala_rep.config import TrainConfig
+    from impala_rep.run.resume import load_run_config
+
+    run = _fake_run(tmp_path / "run", num_actors=3, hidden_sizes=(16,), max_grad_norm=None,
+                    launcher="local", **{"lambda": 0.9})
+    saved = json.loads((run / "config.json").read_text())
+    assert saved["agent"]["hidden_sizes"] == [16] and saved["loss"]["lambda_"] == 0.9  # nested
+    assert load_run_config(str(run)) == TrainConfig.from_keys({
+        "logdir": str(run), "num_actors": 3, "hidden_sizes": (16,), "lambda": 0.9,
+        "max_grad_norm": None, "launcher": "local"})
+
+
+def test_resume_reads_the_legacy_flat_config_json_and_applies_flags(tmp_path):
+    from impala_rep.run.cli import explicit_args, parse_args, resume_config_from_args
+
+    run = _legacy_run(tmp_path / "run")
+    argv = ["train", "--resume", str(run), "--num-actors", "1", "--checkpoint-every", "60"]
+    config = resume_config_from_args(parse_args(argv), explicit_args(argv))
+    assert config.actors.num_actors == 1 and config.learner.checkpoint_every_s == 60.0  # given
+    assert config.run.report_every_s == 5.0  # the old report_every_s, as saved
+    assert (config.actors.envs_per_actor, config.learner.batch_size, config.learner.queue_capacity) == (8, 4, 2)
+    assert (config.optimizer.learning_rate, config.loss.entropy_cost, config.loss.discount) == (1e-3, 0.02, 0.98)
+    assert config.agent.hidden_sizes == (32, 32) and config.actors.max_actor_failures == 7
+    assert (config.run.seed, config.run.total_frames, config.run.logdir) == (5, 20000, str(run))
+    # Fields the flat config did not have keep their defaults.
+    assert (config.loss.lambda_, config.optimizer.rmsprop_momentum, config.run.launcher) == (1.0, 0.0, "ray")
+
+
+def test_resume_of_a_legacy_run_keeps_its_agent_locked(tmp_path):
+    from impala_rep.run.cli import explicit_args, parse_args, resume_config_from_args
+
+    run = _legacy_run(tmp_path / "run")
+    argv = ["train", "--resume", str(run), "--hidden-sizes", "64,64"]
+    with pytest.raises(ValueError, match=r"cannot resume with hidden_sizes \(64, 64\): the checkpoint "
+                                         r"was trained with hidden_sizes \(32, 32\)"):
+        resume_config_from_args(parse_args(argv), explicit_args(argv))
+    same = ["train", "--resume", str(run), "--hidden-sizes", "32,32", "--network", "auto"]
+    assert resume_config_from_args(parse_args(same), explicit_args(same)).agent.hidden_sizes == (32, 32)
+
+
+def test_locked_keys_are_the_env_and_the_whole_agent_group():
+    from impala_rep.config import config_fields
+    from impala_rep.run.resume import LOCKED_KEYS
+
+    assert set(LOCKED_KEYS) == {"env"} | {f.key for f in config_fields() if f.group == "agent"}
+    assert set(LOCKED_KEYS) == {"env", "network", "use_lstm", "hidden_sizes", "agent"}
+
+
+def test_check_resumable_takes_several_learner_hosts_and_refuses_another_agent(tmp_path):
+    from impala_rep.run.resume import check_resumable, load_run_config, resumed_config
+
+    run = _fake_run(tmp_path / "run", learner_hosts=2, num_actors=2)
+    saved = load_run_config(str(run))
+    check_resumable(saved)  # K hosts resume (the learner group restores on every host)
+    check_resumable(resumed_config(saved, {"learner_hosts": 1, "num_actors": 4}))
+    with pytest.raises(ValueError, match="cannot resume with agent 'my_agent:make'"):
+        check_resumable(saved.replace({"agent": "my_agent:make"}))
+    with pytest.raises(ValueError, match="resuming needs the run's logdir"):
+        check_resumable(saved.replace({"logdir": None}))
+
+
+@pytest.mark.parametrize("content, message", [
+    ("[1, 2]", "expected a JSON object, got list"),
+    ('{"num_actors": 2, "frobs": 1}', "unknown config fields frobs"),
+    ('{"actors": {"num_actors": 2, "frobs": 1}}', "unknown config fields actors.frobs"),
+    ("{not json", "not readable"),
+])
+def test_unreadable_config_json_is_one_error(tmp_path, content, message):
+    from impala_rep.run.resume import load_run_config
+
+    run = _fake_run(tmp_path / "run")
+    (run / "config.json").write_text(content)
+    with pytest.raises(ValueError, match="cannot resume") as err:
+        load_run_config(str(run))
+    assert message in str(err.value)
+
+
+def test_readme_flag_table_lists_every_train_flag():
+    import pathlib
+    import re
+
+    from impala_rep.config import config_fields
+
+    readme = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
+    table = "\n".join(line for line in readme.splitlines() if line.startswith("| `--"))
+    listed = set(re.findall(r"`(--[a-z-]+)", table))
+    assert {f.flag for f in config_fields()} | {"--preset", "--resume"} <= listed

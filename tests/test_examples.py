@@ -48,8 +48,8 @@ def test_cli_trains_the_custom_agent_named_by_file(local_ray, tmp_path):
           "--loss", f"{example}:l2_regularised_loss", "--learner-devices", "cpu:2", *TINY_RUN,
           "--ray-address", _address(local_ray), "--logdir", str(logdir)], tmp_path)
     config = json.loads((logdir / "config.json").read_text())
-    assert config["agent"] == f"{example}:make_agent"
-    assert config["loss"] == f"{example}:l2_regularised_loss"
+    assert config["agent"]["factory"] == f"{example}:make_agent"
+    assert config["loss"]["function"] == f"{example}:l2_regularised_loss"
     records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["learner_steps"] == 20 and records[-1]["loss"] is not None
     # The custom loss's own metric reaches metrics.jsonl next to the IMPALA loss's parts.

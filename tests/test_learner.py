@@ -8,6 +8,7 @@ fixed when TensorFlow initialises) and is compared with the same case here.
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -20,7 +21,9 @@ import learner_worker
 from manual_update import manual_impala_loss
 from impala_rep import Replicator
 from impala_rep.agent import MLPAgent
-from impala_rep.learner.learner import Learner, LearnerHyperparams
+from impala_rep.config import LossConfig, OptimizerConfig
+from impala_rep.learner.learner import Learner
+from impala_rep.learner.optimizers import paper_rmsprop
 
 WORKER = pathlib.Path(__file__).with_name("learner_worker.py")
 T, B, A, OBS = 4, 6, 3, 5
@@ -35,24 +38,22 @@ def make_batch(seed=0, policy_version=None):
     return random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=seed, policy_version=policy_version)
 
 
-def make_learner(replicator, *, sgd_lr=None, **hyperparams):
-    hyperparams.setdefault("total_steps", 100)
-    optimizer = None
-    if sgd_lr is not None:
-        with replicator.scope():  # Keras creates the optimizer's step counter right away
-            optimizer = tf.keras.optimizers.SGD(sgd_lr)
+def make_learner(replicator, *, sgd_lr=None, total_steps=100, loss=LossConfig(), **optimizer):
+    """A Learner of a small MLP; `optimizer`: OptimizerConfig fields; `sgd_lr`: plain SGD instead
+    of the paper's RMSProp."""
+    make_optimizer = None if sgd_lr is None else (lambda: tf.keras.optimizers.SGD(sgd_lr))
     return Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(16, 16)), replicator=replicator,
-                   hyperparams=LearnerHyperparams(**hyperparams), observation_shape=(OBS,),
-                   optimizer=optimizer)
+                   observation_shape=(OBS,), total_steps=total_steps, loss=loss,
+                   optimizer=OptimizerConfig(**optimizer), make_optimizer=make_optimizer)
 
 
-def manual_gradient(weights, batch, hp):
+def manual_gradient(weights, batch, config):
     """Gradient of impala_loss over the whole batch, with no Replicator, written out here."""
     agent = MLPAgent(num_actions=A, hidden_sizes=(16, 16))
     agent.build((OBS,))
     agent.set_weights(weights)
     with tf.GradientTape() as tape:
-        loss = manual_impala_loss(agent, batch, hp)
+        loss = manual_impala_loss(agent, batch, config)
     grads = tape.gradient(loss, agent.trainable_variables)
     return [g.numpy() for g in grads], float(loss)
 
@@ -61,13 +62,20 @@ def global_norm(arrays):
     return float(np.sqrt(sum(np.sum(np.square(a, dtype=np.float64)) for a in arrays)))
 
 
-def test_step_equals_manual_sgd_update(replicator):
+# The default loss settings, and others in every field the loss uses (reward clipping off).
+LOSS_CONFIGS = [LossConfig(), LossConfig(discount=0.9, baseline_cost=0.25, entropy_cost=0.05,
+                                         clip_rho_threshold=None, clip_pg_rho_threshold=2.0,
+                                         lambda_=0.9, reward_clipping="none")]
+
+
+@pytest.mark.parametrize("loss_config", LOSS_CONFIGS, ids=["default", "other"])
+def test_step_equals_manual_sgd_update(replicator, loss_config):
     lr = 0.01
-    learner = make_learner(replicator, sgd_lr=lr, max_grad_norm=None)
+    learner = make_learner(replicator, sgd_lr=lr, max_grad_norm=None, loss=loss_config)
     batch = make_batch()
     version, before = learner.get_weights()
     assert version == 0
-    grads, loss = manual_gradient(before, batch, learner.hyperparams)
+    grads, loss = manual_gradient(before, batch, loss_config)
 
     metrics = learner.step(batch)
 
@@ -94,7 +102,7 @@ def test_clipping_limits_the_update_to_lr_times_max_norm(replicator):
     learner = make_learner(replicator, sgd_lr=lr, max_grad_norm=max_norm)
     batch = make_batch(1)
     _, before = learner.get_weights()
-    grads, _ = manual_gradient(before, batch, learner.hyperparams)
+    grads, _ = manual_gradient(before, batch, LossConfig())
     norm = global_norm(grads)
     assert norm > 2 * max_norm  # clipping really acts
 
@@ -176,42 +184,61 @@ def test_save_restore_round_trips_weights_optimizer_state_and_step(replicator, t
         restored.restore(tmp_path / "empty")
 
 
-def test_optimizer_made_outside_the_scope_is_rejected(replicator):
-    with pytest.raises(ValueError, match=r"inside replicator.scope\(\)"):
-        Learner(agent=MLPAgent(num_actions=A), replicator=replicator,
-                hyperparams=LearnerHyperparams(total_steps=1), observation_shape=(OBS,),
-                optimizer=tf.keras.optimizers.SGD(0.1))
+def test_make_optimizer_is_called_inside_the_scope(replicator):
+    # Made outside, the optimizer's step counter would count once per replica.
+    calls = []
+
+    def make_optimizer():
+        calls.append(tf.distribute.get_strategy() is replicator.strategy)
+        return tf.keras.optimizers.SGD(0.1)
+
+    learner = Learner(agent=MLPAgent(num_actions=A), replicator=replicator, observation_shape=(OBS,),
+                      total_steps=1, make_optimizer=make_optimizer)
+    assert calls == [True]
+    assert replicator.strategy.extended.variable_created_in_scope(learner.optimizer.iterations.value)
 
 
-@pytest.mark.parametrize("field, value, allowed", [
-    ("total_steps", 0, "integer >= 1"),
-    ("total_steps", 2.5, "integer >= 1"),
-    ("learning_rate", 0.0, "> 0"),
-    ("learning_rate", float("nan"), "a number"),
-    ("discount", 1.5, r"in \[0, 1\]"),
-    ("baseline_cost", -1.0, ">= 0"),
-    ("entropy_cost", "0.1", "a number"),
-    ("clip_rho_threshold", 0.0, "> 0 or None"),
-    ("clip_pg_rho_threshold", -1.0, "> 0 or None"),
-    ("lambda_", -0.1, r"in \[0, 1\]"),
-    ("rmsprop_decay", 1.0, r"in \[0, 1\)"),
-    ("rmsprop_epsilon", 0.0, "> 0"),
-    ("rmsprop_momentum", -0.5, r"in \[0, 1\)"),
-    ("max_grad_norm", 0.0, "> 0 or None"),
-    ("reward_clipping", "clip", "'abs_one' or 'none'"),
+@pytest.mark.parametrize("config, field, key, value, allowed", [
+    (OptimizerConfig, "learning_rate", "learning_rate", 0.0, "must be a positive number"),
+    (OptimizerConfig, "learning_rate", "learning_rate", float("nan"), "must be a positive number"),
+    (LossConfig, "discount", "discount", 1.5, r"must be in \[0, 1\]"),
+    (LossConfig, "baseline_cost", "baseline_cost", -1.0, "must be >= 0"),
+    (LossConfig, "entropy_cost", "entropy_cost", "0.1", "must be >= 0"),
+    (LossConfig, "clip_rho_threshold", "clip_rho_threshold", 0.0, "must be > 0, or None"),
+    (LossConfig, "clip_pg_rho_threshold", "clip_pg_rho_threshold", -1.0, "must be > 0, or None"),
+    (LossConfig, "lambda_", "lambda", -0.1, r"must be in \[0, 1\]"),
+    (OptimizerConfig, "rmsprop_decay", "rmsprop_decay", 1.0, r"must be in \[0, 1\)"),
+    (OptimizerConfig, "rmsprop_epsilon", "rmsprop_epsilon", 0.0, "must be a positive number"),
+    (OptimizerConfig, "rmsprop_momentum", "rmsprop_momentum", -0.5, r"must be in \[0, 1\)"),
+    (OptimizerConfig, "max_grad_norm", "max_grad_norm", 0.0, "must be a positive number, or None"),
+    (LossConfig, "reward_clipping", "reward_clipping", "clip", "must be 'abs_one' or 'none'"),
 ])
-def test_hyperparams_reject_bad_values(field, value, allowed):
-    kwargs = {"total_steps": 10, field: value}
-    with pytest.raises(ValueError, match=rf"^{field} must be .*{allowed}.*got"):
-        LearnerHyperparams(**kwargs)
+def test_loss_and_optimizer_configs_reject_bad_values(config, field, key, value, allowed):
+    with pytest.raises(ValueError, match=rf"^bad {key} {re.escape(repr(value))}: {allowed}$"):
+        config(**{field: value})
 
 
-def test_hyperparams_defaults_and_optional_clipping():
-    hp = LearnerHyperparams(total_steps=5, max_grad_norm=None, clip_rho_threshold=None,
-                            reward_clipping="none")
-    assert hp.learning_rate == 6e-4 and hp.discount == 0.99 and hp.max_grad_norm is None
+@pytest.mark.parametrize("total_steps", [0, 2.5, True])
+def test_learner_and_paper_rmsprop_reject_bad_step_counts(replicator, total_steps):
+    with pytest.raises(ValueError, match=rf"^total_steps must be an integer >= 1, got {total_steps!r}$"):
+        Learner(agent=MLPAgent(num_actions=A), replicator=replicator, observation_shape=(OBS,),
+                total_steps=total_steps)
+    with pytest.raises(ValueError, match=rf"^decay_steps must be an integer >= 1, got {total_steps!r}$"):
+        paper_rmsprop(OptimizerConfig(), decay_steps=total_steps)
+
+
+def test_learner_arguments_defaults_and_optional_clipping(replicator):
+    loss = LossConfig(clip_rho_threshold=None, reward_clipping="none")
+    optimizer = OptimizerConfig(max_grad_norm=None)
+    assert loss.clip_rho_threshold is None and loss.discount == 0.99 and optimizer.max_grad_norm is None
     with pytest.raises(TypeError):
-        LearnerHyperparams()  # total_steps has no default
+        Learner(agent=MLPAgent(num_actions=A), replicator=replicator, observation_shape=(OBS,))
+    with pytest.raises(TypeError, match="^loss must be an impala_rep.LossConfig, got OptimizerConfig$"):
+        Learner(agent=MLPAgent(num_actions=A), replicator=replicator, observation_shape=(OBS,),
+                total_steps=1, loss=optimizer)
+    with pytest.raises(TypeError, match="^optimizer must be an impala_rep.OptimizerConfig, got LossConfig$"):
+        Learner(agent=MLPAgent(num_actions=A), replicator=replicator, observation_shape=(OBS,),
+                total_steps=1, optimizer=loss)
 
 
 @pytest.fixture(scope="module")

@@ -18,10 +18,9 @@ ray = pytest.importorskip("ray")
 
 from impala_rep.config import TrainConfig  # noqa: E402
 from impala_rep.learner.cluster_spec import free_port, tf_config  # noqa: E402
-from impala_rep.learner.learner_group import (create_learner_group, distinct_addresses,  # noqa: E402
-                                              merge_reports)
-from impala_rep.resume import check_resumable, load_run_config, resumed_config  # noqa: E402
-from impala_rep.training import train  # noqa: E402
+from impala_rep.learner.learner_group import create_learner_group, distinct_addresses  # noqa: E402
+from impala_rep.learner.report import LearnerReport  # noqa: E402
+from impala_rep.run.training import train  # noqa: E402
 from impala_rep.unroll import slice_columns  # noqa: E402
 
 T, B, A, OBS, STEPS = 5, 8, 3, 4, 3
@@ -61,26 +60,36 @@ def test_tf_config_rejects_bad_groups(addresses, index, message):
     (dict(learner_hosts=2, num_actors=2, batch_size=15), "bad batch_size 15: must split evenly over 2 "
                                                          "learner hosts x 1 replicas each"),
     (dict(learner_hosts=0), "bad learner_hosts 0"),
+    (dict(learner_hosts=2, num_actors=2, launcher="local"), "bad learner_hosts 2: must be 1 with "
+                                                            "--launcher local"),
 ])
 def test_config_refuses_what_a_group_cannot_run(settings, message):
     with pytest.raises(ValueError, match=message):
-        TrainConfig(**settings)
+        TrainConfig.from_keys(settings)
 
 
 def test_merged_report_adds_frames_and_takes_the_common_step():
-    def report(steps, frames, queued, returns, mean, lag):
-        return {"learner_steps": steps, "frames_produced": frames + queued, "frames_consumed": frames,
-                "frames_queued": queued, "queue_size": 1, "learner_busy_s": 2.0,
-                "new_episode_returns": returns, "episodes": len(returns), "episode_return_mean": mean,
-                "metrics": {"loss": 1.5, "policy_lag_mean": lag, "policy_lag_max": lag},
-                "done": False, "error": None, "non_finite": None, "last_checkpoint": None}
+    def report(steps, frames, queued, returns, mean, lag, **extra):
+        return LearnerReport(learner_steps=steps, frames_produced=frames + queued, frames_consumed=frames,
+                             frames_queued=queued, queue_size=1, learner_busy_s=2.0,
+                             new_episode_returns=tuple(returns), episodes=len(returns),
+                             episode_return_mean=mean, window_episodes=len(returns),
+                             metrics={"loss": 1.5}, policy_lag_mean=lag, policy_lag_max=lag,
+                             done=False, **extra)
 
-    merged = merge_reports([report(5, 100, 20, [1.0], 1.0, 2.0), report(4, 80, 0, [3.0, 3.0], 3.0, 4.0)])
-    assert merged["learner_steps"] == 4
-    assert merged["frames_consumed"] == 180 and merged["frames_queued"] == 20
-    assert merged["frames_produced"] == merged["frames_consumed"] + merged["frames_queued"]
-    assert merged["episodes"] == 3 and merged["episode_return_mean"] == pytest.approx(7 / 3)
-    assert merged["metrics"] == {"loss": 1.5, "policy_lag_mean": 3.0, "policy_lag_max": 4.0}
+    chief = report(5, 100, 20, [1.0], 1.0, 2.0, last_checkpoint=("ckpt-5", 5))
+    other = report(4, 80, 0, [3.0, 3.0], 3.0, 4.0, error="Traceback ...")
+    merged = LearnerReport.merge([chief, other])
+    assert merged.learner_steps == 4
+    assert merged.frames_consumed == 180 and merged.frames_queued == 20
+    assert merged.frames_produced == merged.frames_consumed + merged.frames_queued
+    assert merged.new_episode_returns == (1.0, 3.0, 3.0)
+    assert merged.episodes == 3 and merged.episode_return_mean == pytest.approx(7 / 3)
+    assert merged.window_episodes == 3
+    assert merged.metrics == {"loss": 1.5}  # reduced over every replica already: the chief's
+    assert (merged.policy_lag_mean, merged.policy_lag_max) == (3.0, 4.0)
+    assert merged.error == "Traceback ..." and merged.last_checkpoint == ("ckpt-5", 5)
+    assert LearnerReport.merge([chief]) is chief
 
 
 def test_hosts_are_asked_again_until_their_addresses_differ():
@@ -100,16 +109,6 @@ def test_addresses_that_keep_colliding_are_an_error_naming_them():
     assert len(calls) == 3
 
 
-def test_a_multi_host_run_is_not_resumed(tmp_path):
-    (tmp_path / "checkpoints").mkdir()
-    (tmp_path / "checkpoints" / "checkpoint").write_text('model_checkpoint_path: "ckpt-1"\n')
-    (tmp_path / "config.json").write_text(json.dumps(TrainConfig(learner_hosts=2).to_json()))
-    saved = load_run_config(str(tmp_path))
-    with pytest.raises(ValueError, match="cannot resume with learner_hosts 2: .* --learner-hosts 1"):
-        check_resumable(saved)
-    check_resumable(resumed_config(saved, {"learner_hosts": 1}))  # the way out
-
-
 # --- through Ray -----------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -122,9 +121,9 @@ def reference_replicator():
 
 def test_two_hosts_stay_identical_and_equal_one_learner_on_the_whole_batch(local_ray,
                                                                           reference_replicator):
-    config = TrainConfig(num_actors=2, learner_hosts=2, unroll_length=T, batch_size=B,
-                         total_frames=STEPS * T * B, queue_capacity=2, learning_rate=0.05,
-                         hidden_sizes=(8,))
+    config = TrainConfig.from_keys(dict(num_actors=2, learner_hosts=2, unroll_length=T, batch_size=B,
+                                        total_frames=STEPS * T * B, queue_capacity=2,
+                                        learning_rate=0.05, hidden_sizes=(8,)))
     factory = functools.partial(mlp_agent, A, (8,))
     group = create_learner_group(config, (OBS,), factory)
     try:
@@ -138,13 +137,13 @@ def test_two_hosts_stay_identical_and_equal_one_learner_on_the_whole_batch(local
                      for k, host in enumerate(group.hosts)])
         report = group.report()
         for _ in range(600):
-            if report["done"]:
+            if report.done:
                 break
             report = group.report()
             time.sleep(0.1)
-        assert report["done"] and report["error"] is None, report["error"]
-        assert report["learner_steps"] == STEPS
-        assert report["frames_consumed"] == STEPS * T * B
+        assert report.done and report.error is None, report.error
+        assert report.learner_steps == STEPS
+        assert report.frames_consumed == STEPS * T * B
         assert group.stop()
         weights = ray.get([host.get_weights.remote() for host in group.hosts])
     finally:
@@ -154,11 +153,7 @@ def test_two_hosts_stay_identical_and_equal_one_learner_on_the_whole_batch(local
         np.testing.assert_array_equal(a, b)
 
     # The reference: one learner, no group, the same start, every whole batch.
-    from impala_rep.learner.learner import Learner
-    from impala_rep.learner.ray_learner import learner_hyperparams
-
-    learner = Learner(agent=factory(), replicator=reference_replicator,
-                      hyperparams=learner_hyperparams(config), observation_shape=(OBS,))
+    learner = reference_learner(config, factory, reference_replicator, (OBS,))
     learner.agent.set_weights(initial)
     for batch in batches:
         learner.step(batch)
@@ -166,33 +161,65 @@ def test_two_hosts_stay_identical_and_equal_one_learner_on_the_whole_batch(local
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_train_cartpole_with_two_learner_hosts(local_ray, reference_replicator, tmp_path):
+def records_of(logdir):
+    return [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_two_host_run_trains_checkpoints_and_resumes_on_two_hosts_then_one(local_ray,
+                                                                          reference_replicator,
+                                                                          tmp_path):
     logdir = tmp_path / "run"
-    config = TrainConfig(num_actors=2, learner_hosts=2, envs_per_actor=16, unroll_length=20,
-                         batch_size=16, total_frames=16_000, seed=4, logdir=str(logdir),
-                         report_every_s=0.5, checkpoint_every_s=0.5)
+    config = TrainConfig.from_keys(dict(num_actors=2, learner_hosts=2, envs_per_actor=16,
+                                        unroll_length=20, batch_size=16, total_frames=16_000,
+                                        seed=4, logdir=str(logdir), report_every=0.5,
+                                        checkpoint_every=0.5))
     result = train(config)
 
     steps = config.total_learner_steps()
     assert result.learner_steps == steps
     assert result.frames == steps * config.steps_per_update  # each host: half of every batch
-    records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
-    for record in records:
+    first = records_of(logdir)
+    for record in first:
         assert record["frames_produced"] == record["frames"] + record["frames_queued"]
     assert result.episodes > 0
     # Host 0 keeps the checkpoints (the other host saved into scratch directories).
     newest = (logdir / "checkpoints" / "checkpoint").read_text()
     assert f"ckpt-{steps}" in newest
 
-    # The chief's checkpoint restores onto a one-host learner (the way to resume it),
-    # with the run's total frame count, not just the chief's half.
+    # The chief's checkpoint holds the run's totals, not just its half.
     from impala_rep.learner.checkpointing import RunCheckpoint
-    from impala_rep.learner.learner import Learner
-    from impala_rep.learner.ray_learner import learner_hyperparams
-    from impala_rep.training import default_agent_factory
+    from impala_rep.run.prepare import default_agent_factory
 
-    learner = Learner(agent=default_agent_factory(config, (4,), 2)(), replicator=reference_replicator,
-                      hyperparams=learner_hyperparams(config), observation_shape=(4,))
+    learner = reference_learner(config, default_agent_factory(config.agent, (4,), 2),
+                                reference_replicator, (4,))
     path, counters = RunCheckpoint(learner=learner, directory=logdir / "checkpoints").restore()
     assert path.endswith(f"ckpt-{steps}") and learner.num_steps == steps
-    assert counters.frames == result.frames
+    assert counters.frames == result.frames and counters.episodes == result.episodes
+
+    # Resumed on 2 hosts: both restore the chief's checkpoint and continue its counters.
+    longer = config.replace({"total_frames": 24_000})
+    resumed = train(longer, resume=True)
+    second = records_of(logdir)[len(first):]
+    assert second[0]["learner_steps"] >= steps and second[0]["frames"] >= result.frames
+    assert second[0]["episodes"] >= result.episodes  # the hosts' shares add up to the total
+    assert resumed.learner_steps == longer.total_learner_steps()
+    assert resumed.frames == 24_000
+
+    # And onto one host (the checkpoint does not depend on the number of hosts).
+    single = longer.replace({"total_frames": 32_000, "learner_hosts": 1})
+    final = train(single, resume=True)
+    third = records_of(logdir)[len(first) + len(second):]
+    assert third[0]["learner_steps"] >= resumed.learner_steps
+    assert third[0]["frames"] >= resumed.frames
+    assert final.learner_steps == single.total_learner_steps() and final.frames == 32_000
+    config_json = json.loads((logdir / "config.json").read_text())
+    assert config_json["learner"]["hosts"] == 1
+
+
+def reference_learner(config, factory, replicator, observation_shape):
+    """One learner with no group, as a run with `config` builds it."""
+    from impala_rep.learner.learner import Learner
+
+    return Learner(agent=factory(), replicator=replicator, observation_shape=observation_shape,
+                   total_steps=config.total_learner_steps(), loss=config.loss,
+                   optimizer=config.optimizer)

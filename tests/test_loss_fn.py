@@ -13,7 +13,8 @@ from random_unrolls import random_unroll
 
 import loss_fn_worker
 from manual_update import manual_impala_loss
-from impala_rep import (Learner, LearnerHyperparams, MLPAgent, Replicator, impala_loss_fn)
+from impala_rep import Learner, LossConfig, MLPAgent, OptimizerConfig, Replicator, impala_loss_fn
+from impala_rep.loss_fn import LossOutput
 
 WORKER = pathlib.Path(__file__).with_name("loss_fn_worker.py")
 T, B, A, OBS = 4, 6, 3, 5
@@ -25,34 +26,45 @@ def replicator():
     return Replicator("cpu")
 
 
-def l2_loss(*, agent, hyperparams, **tensors):
+def l2_loss(*, agent, config, **tensors):
     """impala_loss_fn + L2 * sum(w^2)/2 (counted once over replicas), with an extra metric."""
-    loss, metrics = impala_loss_fn(agent=agent, hyperparams=hyperparams, **tensors)
+    out = impala_loss_fn(agent=agent, config=config, **tensors)
     penalty = L2 * tf.add_n([tf.nn.l2_loss(v) for v in agent.trainable_variables])
-    return loss + tf.nn.scale_regularization_loss(penalty), {**metrics, "penalty": penalty}
+    return LossOutput(out.loss + tf.nn.scale_regularization_loss(penalty), out.sums,
+                      {**out.means, "penalty": tf.stop_gradient(penalty)})
 
 
 def only_a_custom_metric(*, outputs, **unused):
-    """A loss reporting none of the learner's summed metrics: sum of squared baselines."""
+    """A loss reporting none of impala_loss_fn's metrics: sum of squared baselines."""
     loss = tf.reduce_sum(tf.square(outputs.baseline))
-    return loss, {"baseline_square": tf.stop_gradient(loss)}
+    return LossOutput(loss, sums={"baseline_square": tf.stop_gradient(loss)})
+
+
+def old_style_loss(**tensors):
+    """The contract before LossOutput: a (loss, metrics) pair."""
+    out = impala_loss_fn(**tensors)
+    return out.loss, {**out.sums, **out.means}
+
+
+def reports_a_name_twice(**tensors):
+    out = impala_loss_fn(**tensors)
+    return LossOutput(out.loss, out.sums, {**out.means, "loss": out.loss})
 
 
 def make_learner(replicator, loss_fn, lr):
-    with replicator.scope():
-        optimizer = tf.keras.optimizers.SGD(lr)
     return Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(16,)), replicator=replicator,
-                   hyperparams=LearnerHyperparams(total_steps=10, max_grad_norm=None),
-                   observation_shape=(OBS,), optimizer=optimizer, loss_fn=loss_fn)
+                   observation_shape=(OBS,), total_steps=10,
+                   optimizer=OptimizerConfig(max_grad_norm=None),
+                   make_optimizer=lambda: tf.keras.optimizers.SGD(lr), loss_fn=loss_fn)
 
 
-def manual_gradient(weights, batch, hp):
+def manual_gradient(weights, batch, config):
     """Gradient of impala_loss + L2 penalty over the whole batch, no Replicator, written out."""
     agent = MLPAgent(num_actions=A, hidden_sizes=(16,))
     agent.build((OBS,))
     agent.set_weights(weights)
     with tf.GradientTape() as tape:
-        loss = manual_impala_loss(agent, batch, hp)
+        loss = manual_impala_loss(agent, batch, config)
         penalty = L2 * sum(0.5 * tf.reduce_sum(tf.square(v)) for v in agent.trainable_variables)
         loss = loss + penalty
     grads = tape.gradient(loss, agent.trainable_variables)
@@ -64,7 +76,7 @@ def test_injected_loss_equals_manual_sgd_update(replicator):
     learner = make_learner(replicator, l2_loss, lr)
     batch = random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=3)
     _, before = learner.get_weights()
-    grads, loss, penalty = manual_gradient(before, batch, learner.hyperparams)
+    grads, loss, penalty = manual_gradient(before, batch, LossConfig())
 
     metrics = learner.step(batch)
 
@@ -81,6 +93,18 @@ def test_a_loss_may_report_only_its_own_metrics(replicator):
     metrics = learner.step(random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=4))
     assert metrics["baseline_square"] > 0 and metrics["grad_norm"] > 0
     assert "loss" not in metrics
+
+
+@pytest.mark.parametrize("loss_fn, error, match", [
+    (old_style_loss, TypeError, r"loss_fn must return an impala_rep.LossOutput\(loss, sums, means\), got a tuple"),
+    (reports_a_name_twice, ValueError, r"loss_fn metric names \['loss'\] are in both sums and means"),
+])
+def test_a_loss_breaking_the_contract_is_named(replicator, loss_fn, error, match):
+    # Raised while the step is traced (AutoGraph prefixes where, and keeps the type).
+    learner = make_learner(replicator, loss_fn, 0.01)
+    with pytest.raises(error, match=match):
+        learner.step(random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=4))
+    assert learner.num_steps == 0
 
 
 def test_custom_loss_and_cross_replica_batch_norm_two_replicas_equal_one(replicator):

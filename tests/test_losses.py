@@ -130,10 +130,9 @@ def _impala_inputs(rng, T=6, B=4, A=5):
     )
 
 
-METRIC_KEYS = {
-    "loss", "pg_loss", "baseline_loss", "entropy_loss", "entropy",
-    "vtrace_rho_clipped_fraction", "rho_mean", "advantage_mean", "value_mean",
-}
+# Sums over [T, B] (summed over replicas by the learner), and means over [T, B] (averaged).
+SUM_KEYS = {"loss", "pg_loss", "baseline_loss", "entropy_loss"}
+MEAN_KEYS = {"entropy", "vtrace_rho_clipped_fraction", "rho_mean", "advantage_mean", "value_mean"}
 
 
 @pytest.mark.parametrize("clip_rho_threshold", [1.0, 1.5, None])
@@ -143,7 +142,7 @@ def test_impala_loss_combines_terms(clip_rho_threshold):
     baseline_cost, entropy_cost = 0.5, 0.01
     kwargs = dict(clip_rho_threshold=clip_rho_threshold, clip_pg_rho_threshold=1.0, lambda_=0.9)
 
-    loss, metrics = losses.impala_loss(
+    loss, sums, means = losses.impala_loss(
         **inputs, baseline_cost=baseline_cost, entropy_cost=entropy_cost, **kwargs
     )
 
@@ -166,7 +165,8 @@ def test_impala_loss_combines_terms(clip_rho_threshold):
 
     assert loss.shape == ()
     np.testing.assert_allclose(loss.numpy(), expected.numpy(), rtol=1e-12)
-    assert set(metrics) == METRIC_KEYS
+    assert set(sums) == SUM_KEYS and set(means) == MEAN_KEYS
+    metrics = {**sums, **means}
     for key, value in metrics.items():
         assert value.shape == (), key
         assert np.isfinite(value.numpy()), key
@@ -202,7 +202,7 @@ def test_impala_loss_gradients_reach_target_logits_and_values_only():
     watched = ["target_logits", "behaviour_logits", "values", "bootstrap_value", "rewards"]
     with tf.GradientTape(persistent=True) as tape:
         tape.watch([inputs[k] for k in watched])
-        loss, _ = losses.impala_loss(**inputs, baseline_cost=0.5, entropy_cost=0.01)
+        loss, _, _ = losses.impala_loss(**inputs, baseline_cost=0.5, entropy_cost=0.01)
     for key in ("target_logits", "values"):
         grad = tape.gradient(loss, inputs[key])
         assert grad is not None and np.any(grad.numpy()), key

@@ -86,9 +86,11 @@ def test_sticky_action_setting_reaches_every_sub_env(closing):
     assert not np.array_equal(paddle_path(0.0), paddle_path(0.9))
 
 
-def test_config_validates_the_env_options():
-    assert TrainConfig(env=BREAKOUT, sticky_actions=0.0).sticky_actions == 0.0
-    assert TrainConfig(env="ALE/Pong-v5", sticky_actions=0.0, episodic_life=True).episodic_life
+def test_env_options_are_checked_before_a_run_starts():
+    from impala_rep.run.prepare import prepare
+
+    assert TrainConfig.from_keys(dict(env=BREAKOUT, sticky_actions=0.0)).env.sticky_actions == 0.0
+    assert TrainConfig.from_keys(dict(env="ALE/Pong-v5", sticky_actions=0.0, episodic_life=True)).env.episodic_life
     for kwargs, message in [
         (dict(env=BREAKOUT, sticky_actions=1.0), r"bad sticky_actions 1\.0: must be a probability in \[0, 1\)"),
         (dict(env=BREAKOUT, sticky_actions=-0.1), r"bad sticky_actions -0\.1"),
@@ -97,8 +99,10 @@ def test_config_validates_the_env_options():
         (dict(env="CartPole-v1", episodic_life=True), r"bad episodic_life True"),
         (dict(env="ALE/Pong-v5", episodic_life=1), r"bad episodic_life 1: must be True or False"),
     ]:
+        # A range is the config's to refuse; an option that does not apply to the env,
+        # the preparation's (it reads the env id's form, nothing is started).
         with pytest.raises(ValueError, match=message):
-            TrainConfig(**kwargs)
+            prepare(TrainConfig.from_keys(dict(**kwargs)))
 
 
 def test_auto_network_on_a_minatar_observation_is_the_minatar_cnn(closing):

@@ -9,7 +9,7 @@ from random_unrolls import random_unroll
 
 from impala_rep import Replicator
 from impala_rep.agent import AgentInputs, MLPAgent
-from impala_rep.learner.learner import Learner, LearnerHyperparams
+from impala_rep.learner.learner import Learner
 from impala_rep.networks import CNNAgent, make_agent
 from impala_rep.unroll import Unroll
 
@@ -214,7 +214,7 @@ def test_learner_steps_with_cnn_lstm_agent():
     T, B = 4, 2
     agent = CNNAgent(num_actions=A, torso="shallow", use_lstm=True, lstm_size=LSTM)
     learner = Learner(agent=agent, replicator=Replicator("cpu"),
-                      hyperparams=LearnerHyperparams(total_steps=10), observation_shape=OBS)
+                      observation_shape=OBS, total_steps=10)
     rng = np.random.default_rng(10)
     batch = random_unroll(
         T=T, B=B, obs_size=1, num_actions=A, seed=10,

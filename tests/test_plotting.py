@@ -2,7 +2,7 @@
 
 import json
 
-from impala_rep.plotting import cumulative_wall_s, plot_run
+from impala_rep.run.plotting import cumulative_wall_s, plot_run
 
 
 def test_resumed_sessions_add_up_on_the_wall_time_axis():

@@ -24,8 +24,8 @@ def test_every_public_name_is_documented():
 
 def test_import_does_not_import_tensorflow():
     # The CLI checks its arguments (config included) before paying for TensorFlow.
-    code = ("import sys, impala_rep, impala_rep.config, impala_rep.user_code\n"
-            "impala_rep.config.TrainConfig(agent='m:f', loss='m.py:g')\n"
+    code = ("import sys, impala_rep, impala_rep.config, impala_rep.run.user_code\n"
+            "impala_rep.config.TrainConfig.from_keys({'agent': 'm:f', 'loss': 'm.py:g'})\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'ray')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))

@@ -14,11 +14,11 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from impala_rep.config import TrainConfig  # noqa: E402
-from impala_rep.resume import load_run_config, resumed_config  # noqa: E402
-from impala_rep.training import TrainingFailed, train  # noqa: E402
+from impala_rep.run.resume import load_run_config, resumed_config  # noqa: E402
+from impala_rep.run.training import TrainingFailed, train  # noqa: E402
 
 SMALL = dict(env="CartPole-v1", envs_per_actor=16, unroll_length=20, batch_size=16,
-             report_every_s=0.5)
+             report_every=0.5)
 
 
 def parent_pid(pid: int) -> int:
@@ -78,14 +78,14 @@ def records(logdir):
 
 def test_a_killed_actor_is_replaced_and_counted(local_ray, tmp_path):
     logdir = tmp_path / "run"
-    config = TrainConfig(num_actors=2, total_frames=150_000, seed=2, logdir=str(logdir), **SMALL)
+    config = TrainConfig.from_keys(dict(num_actors=2, total_frames=150_000, seed=2, logdir=str(logdir), **SMALL))
     killer = kill_when(lambda: (logdir / "metrics.jsonl").exists()
                        and (logdir / "metrics.jsonl").stat().st_size > 0, "_ActorProcess")
     result = train(config)
     killer.join()
 
     assert result.actor_restarts >= 1
-    assert result.frames >= config.total_frames  # training went on to the end
+    assert result.frames >= config.run.total_frames  # training went on to the end
     events = [json.loads(line) for line in (logdir / "events.jsonl").read_text().splitlines()]
     assert events[0]["event"] == "actor_restart" and "died" in events[0]["cause"]
     last = records(logdir)[-1]
@@ -95,9 +95,9 @@ def test_a_killed_actor_is_replaced_and_counted(local_ray, tmp_path):
 
 def test_killed_learner_stops_the_run_and_resume_continues_on_two_replicas(local_ray, tmp_path):
     logdir = tmp_path / "run"
-    config = TrainConfig(num_actors=1, total_frames=300_000, seed=3, logdir=str(logdir),
-                         checkpoint_every_s=0.5, learner_devices="cpu", **SMALL)
-    killer = kill_when(lambda: (logdir / "checkpoints" / "checkpoint").exists(), "_LearnerProcess")
+    config = TrainConfig.from_keys(dict(num_actors=1, total_frames=300_000, seed=3, logdir=str(logdir),
+                         checkpoint_every=0.5, learner_devices="cpu", **SMALL))
+    killer = kill_when(lambda: (logdir / "checkpoints" / "checkpoint").exists(), "LearnerHost")
     with pytest.raises(TrainingFailed) as failed:
         train(config)
     killer.join()
@@ -120,14 +120,14 @@ def test_killed_learner_stops_the_run_and_resume_continues_on_two_replicas(local
     assert result.learner_steps > step
     for record in records(logdir):
         assert record["frames_produced"] == record["frames"] + record["frames_queued"]
-    assert json.loads((logdir / "config.json").read_text())["learner_devices"] == "cpu:2"
+    assert json.loads((logdir / "config.json").read_text())["learner"]["devices"] == "cpu:2"
     newest = pathlib.Path(logdir / "checkpoints" / "checkpoint").read_text()
     assert f"ckpt-{result.learner_steps}" in newest
 
 
 def test_an_env_that_keeps_crashing_stops_the_run(local_ray, tmp_path):
-    config = TrainConfig(**{**SMALL, "env": "crashing_env:CrashingCartPole-v1"}, num_actors=2,
-                         total_frames=1_000_000, max_actor_failures=2, logdir=str(tmp_path / "run"))
+    config = TrainConfig.from_keys(dict(**{**SMALL, "env": "crashing_env:CrashingCartPole-v1"}, num_actors=2,
+                         total_frames=1_000_000, max_actor_failures=2, logdir=str(tmp_path / "run")))
     with pytest.raises(TrainingFailed, match=r"actors keep failing: 3 actor failures within 600 s "
                                              r"\(limit 2\).*RuntimeError: simulated env crash"):
         train(config)

@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from impala_rep.learner.device_spec import DeviceSpec, parse_devices
+from impala_rep.devices import DeviceSpec, parse_devices
 
 WORKER = pathlib.Path(__file__).with_name("replication_worker.py")
 COUNTS = [1, 2, 4]

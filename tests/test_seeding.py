@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from impala_rep.actors.supervisor import actor_seed
+from impala_rep.run.supervisor import actor_seed
 from impala_rep.envs.seeding import ALE_SEED_LIMIT, NUMPY_SEED_LIMIT, first_sub_env_seed
 
 

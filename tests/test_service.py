@@ -10,7 +10,8 @@ from random_unrolls import random_unroll
 from impala_rep import Replicator
 from impala_rep.agent import MLPAgent
 from impala_rep.learner.checkpointing import RunCheckpoint
-from impala_rep.learner.learner import Learner, LearnerHyperparams
+from impala_rep.config import OptimizerConfig
+from impala_rep.learner.learner import Learner
 from impala_rep.learner.service import LearnerService
 from impala_rep.unroll import EpisodeStats
 
@@ -25,7 +26,7 @@ def replicator():
 
 def make_service(replicator, directory, *, total_steps, resume=False, checkpoint_every_s=3600.0):
     learner = Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(8,)), replicator=replicator,
-                      hyperparams=LearnerHyperparams(learning_rate=1e-2, total_steps=100),
+                      total_steps=100, optimizer=OptimizerConfig(learning_rate=1e-2),
                       observation_shape=(OBS,))
     return LearnerService(learner=learner, batch_size=B, total_frames=total_steps * FRAMES_PER_STEP,
                           queue_capacity=2, checkpoint=RunCheckpoint(learner=learner, directory=directory),
@@ -42,7 +43,7 @@ def feed(service, seeds, returns=(1.0,)):
 
 def wait_done(service, timeout=60.0):
     deadline = time.monotonic() + timeout
-    while not service.report()["done"]:
+    while not service.report().done:
         assert time.monotonic() < deadline, "the service did not stop"
         time.sleep(0.05)
     service.stop()
@@ -55,23 +56,23 @@ def test_resumed_service_continues_counters_and_reconciles(replicator, tmp_path)
     path, step = first.save()
     assert step == 3 and pathlib.Path(path).name == "ckpt-3"
     report = first.report()
-    assert report["frames_consumed"] == 3 * FRAMES_PER_STEP
-    assert report["episodes"] == 6 and report["episode_return_mean"] == 6.0
+    assert report.frames_consumed == 3 * FRAMES_PER_STEP
+    assert report.episodes == 6 and report.episode_return_mean == 6.0
 
     second = make_service(replicator, tmp_path, total_steps=5, resume=True)
     report = second.report()
-    assert report["learner_steps"] == 3
-    assert report["frames_consumed"] == report["frames_produced"] == 3 * FRAMES_PER_STEP
-    assert report["episodes"] == 6 and report["episode_return_mean"] == 6.0
+    assert report.learner_steps == 3
+    assert report.frames_consumed == report.frames_produced == 3 * FRAMES_PER_STEP
+    assert report.episodes == 6 and report.episode_return_mean == 6.0
     feed(second, range(3, 6), returns=(9.0,))
     wait_done(second)
     report = second.report()
-    assert report["learner_steps"] == 5
-    assert report["frames_consumed"] == 5 * FRAMES_PER_STEP
+    assert report.learner_steps == 5
+    assert report.frames_consumed == 5 * FRAMES_PER_STEP
     # Accounting: the unroll fed after the last step is produced and still queued.
-    assert report["frames_produced"] == report["frames_consumed"] + report["frames_queued"]
-    assert report["episodes"] == 8
-    assert report["episode_return_mean"] == pytest.approx((6 * 6.0 + 2 * 9.0) / 8)
+    assert report.frames_produced == report.frames_consumed + report.frames_queued
+    assert report.episodes == 8
+    assert report.episode_return_mean == pytest.approx((6 * 6.0 + 2 * 9.0) / 8)
 
 
 def test_checkpoints_are_written_while_training(replicator, tmp_path):
@@ -86,7 +87,7 @@ def test_non_finite_loss_stops_training_and_keeps_the_last_good_checkpoint(repli
     service = make_service(replicator, tmp_path, total_steps=10)
     feed(service, [0])
     deadline = time.monotonic() + 30
-    while service.report()["learner_steps"] < 1:
+    while service.report().learner_steps < 1:
         assert time.monotonic() < deadline
         time.sleep(0.05)
     service.stop()
@@ -99,8 +100,8 @@ def test_non_finite_loss_stops_training_and_keeps_the_last_good_checkpoint(repli
     resumed.enqueue(bad)
     wait_done(resumed)
     report = resumed.report()
-    assert report["non_finite"] is not None and "loss" in report["non_finite"]
-    assert report["learner_steps"] == 1
+    assert report.non_finite is not None and "loss" in report.non_finite
+    assert report.learner_steps == 1
     for a, b in zip(good_weights, resumed.get_weights()[1]):
         np.testing.assert_array_equal(a, b)
     # Nothing is written after a non-finite step: the good checkpoint stays the newest.

@@ -3,7 +3,7 @@ so it is tested here without a TPU (nothing below touches the network)."""
 
 import pytest
 
-from impala_rep.learner.device_spec import DeviceSpec, parse_devices, tpu_resolver_args
+from impala_rep.devices import DeviceSpec, parse_devices, tpu_resolver_args
 
 
 @pytest.mark.parametrize("spec, name", [

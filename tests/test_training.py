@@ -12,8 +12,8 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from impala_rep.config import TrainConfig  # noqa: E402
-from impala_rep.plotting import plot_run  # noqa: E402
-from impala_rep.training import train  # noqa: E402
+from impala_rep.run.plotting import plot_run  # noqa: E402
+from impala_rep.run.training import train  # noqa: E402
 
 RANDOM_POLICY_RETURN = 22.0  # CartPole-v1 with uniform random actions averages ~22
 
@@ -21,9 +21,9 @@ RANDOM_POLICY_RETURN = 22.0  # CartPole-v1 with uniform random actions averages 
 
 def test_cartpole_learns_with_two_actors_and_two_replicas(local_ray, tmp_path, capsys):
     logdir = tmp_path / "run"
-    config = TrainConfig(env="CartPole-v1", num_actors=2, envs_per_actor=16, unroll_length=20,
+    config = TrainConfig.from_keys(dict(env="CartPole-v1", num_actors=2, envs_per_actor=16, unroll_length=20,
                          batch_size=32, learner_devices="cpu:2", total_frames=200_000, seed=1,
-                         logdir=str(logdir), report_every_s=1.0)
+                         logdir=str(logdir), report_every=1.0))
     result = train(config)
     out = capsys.readouterr().out
 
@@ -31,14 +31,14 @@ def test_cartpole_learns_with_two_actors_and_two_replicas(local_ray, tmp_path, c
     # 100+ within this budget in practice, the bar leaves a wide margin).
     assert result.episode_return_mean is not None
     assert result.episode_return_mean > 3 * RANDOM_POLICY_RETURN, result.episode_return_mean
-    assert result.frames >= config.total_frames
-    assert result.learner_steps >= config.total_frames // config.steps_per_update
+    assert result.frames >= config.run.total_frames
+    assert result.learner_steps >= config.run.total_frames // config.steps_per_update
 
     # What the user sees: progress lines and a summary table.
     assert "frames" in out and "learner" in out and "final mean return" in out
 
     # The logdir: config, metrics with the promised keys, TensorBoard events, plots.
-    assert json.loads((logdir / "config.json").read_text())["learner_devices"] == "cpu:2"
+    assert json.loads((logdir / "config.json").read_text())["learner"]["devices"] == "cpu:2"
     records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
     assert records
     for key in ("frames", "wall_s", "env_fps", "learner_fps", "episode_return_mean", "episodes",

@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from impala_rep.config import TrainConfig
-from impala_rep.user_code import agent_builder, check_spec, load
+from impala_rep.code_spec import parse_code_spec
+from impala_rep.run.user_code import agent_builder, load
 
 FACTORY = '''
 class TinyAgent:
@@ -37,9 +38,9 @@ def user_dir(tmp_path, monkeypatch):
 @pytest.mark.parametrize("spec", ["no_colon", "a:b:c", ":make", "mod:", "mod:not-an-identifier", 3])
 def test_bad_form_is_rejected_without_importing(spec):
     with pytest.raises(ValueError, match=r"^bad agent .*expected 'module:factory' or 'path/to/file.py:factory'"):
-        check_spec(spec, what="agent")
+        parse_code_spec(spec, what="agent")
     with pytest.raises(ValueError, match=r"^bad agent"):
-        TrainConfig(agent=spec)
+        TrainConfig.from_keys(dict(agent=spec))
 
 
 @pytest.mark.parametrize("spec, message", [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pathlib
 
-from impala_rep.run_log import read_metrics
+from impala_rep.run.run_log import read_metrics
 
 __all__ = ["plot_run", "cumulative_wall_s"]
 

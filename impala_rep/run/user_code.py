@@ -22,28 +22,11 @@ import inspect
 import os
 import pathlib
 import sys
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
-__all__ = ["check_spec", "load", "agent_builder", "resolve_agent_and_loss"]
+from impala_rep.code_spec import CODE_SPEC_FORMS, parse_code_spec
 
-_FORMS = {
-    "agent": "'module:factory' or 'path/to/file.py:factory'",
-    "loss": "'module:function' or 'path/to/file.py:function'",
-}
-
-
-def check_spec(spec: Any, *, what: str) -> tuple[str, str]:
-    """Splits `spec` into (module or file, attribute); ValueError unless it has that form.
-
-    Only the syntax is checked: nothing is imported.
-    """
-    form = _FORMS[what]
-    if not isinstance(spec, str) or spec.count(":") != 1:
-        raise ValueError(f"bad {what} {spec!r}: expected {form}")
-    module, name = spec.split(":")
-    if not module or not name.isidentifier():
-        raise ValueError(f"bad {what} {spec!r}: expected {form}")
-    return module, name
+__all__ = ["load", "agent_builder", "resolve_agent_and_loss"]
 
 
 def _import(module: str, *, spec: str, what: str):
@@ -57,7 +40,7 @@ def _import(module: str, *, spec: str, what: str):
         imported = importlib.import_module(module)
     except ModuleNotFoundError as err:
         raise ValueError(f"bad {what} {spec!r}: no module named {err.name!r} (the current "
-                         f"directory and sys.path were searched); expected {_FORMS[what]}") from None
+                         f"directory and sys.path were searched); expected {CODE_SPEC_FORMS[what]}") from None
     except Exception as err:  # the user's module raised while importing: say so, on one line
         raise ValueError(f"bad {what} {spec!r}: importing {module!r} raised "
                          f"{type(err).__name__}: {err}") from None
@@ -68,7 +51,7 @@ def _import(module: str, *, spec: str, what: str):
 
 def _import_file(path: pathlib.Path, *, spec: str, what: str):
     if not path.is_file():
-        raise ValueError(f"bad {what} {spec!r}: no file {str(path)!r}; expected {_FORMS[what]}")
+        raise ValueError(f"bad {what} {spec!r}: no file {str(path)!r}; expected {CODE_SPEC_FORMS[what]}")
     name = path.stem
     if not name.isidentifier():
         raise ValueError(f"bad {what} {spec!r}: {path.name!r} is not a valid module file name "
@@ -98,7 +81,7 @@ def load(spec: str, *, what: str) -> Callable[..., Any]:
       ValueError: one line naming the spec, for a bad form, a module that cannot be
         found or fails to import, a missing attribute, or one that is not callable.
     """
-    module_name, name = check_spec(spec, what=what)
+    module_name, name = parse_code_spec(spec, what=what)
     module, own = _import(module_name, spec=spec, what=what)
     if not hasattr(module, name):
         raise ValueError(f"bad {what} {spec!r}: module {module_name!r} has no attribute {name!r}")

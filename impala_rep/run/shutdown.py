@@ -42,10 +42,15 @@ class StopSignals:
         self.received: int | None = None
 
     def __enter__(self) -> "StopSignals":
+        self.install()
+        return self
+
+    def install(self) -> None:
+        """(Re)installs the handlers: starting Ray installs a SIGTERM handler of its own."""
         if threading.current_thread() is threading.main_thread():
             for signum in _HANDLED:
-                self._previous[signum] = signal.signal(signum, self._handle)
-        return self
+                previous = signal.signal(signum, self._handle)
+                self._previous.setdefault(signum, previous)
 
     def __exit__(self, *exc) -> None:
         for signum, handler in self._previous.items():

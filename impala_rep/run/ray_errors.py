@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from impala_rep.run.errors import one_line
+
 __all__ = ["describe_ray_error", "failed_to_start"]
 
 
@@ -21,12 +23,10 @@ def describe_ray_error(error: Exception) -> str:
     import ray
 
     if isinstance(error, ray.exceptions.RayTaskError) and error.cause is not None:
-        cause = error.cause
-        text = (str(cause).splitlines() or [""])[0]
-        return f"{type(cause).__name__}: {text}".rstrip(": ")
+        return one_line(error.cause)
     if isinstance(error, ray.exceptions.RayActorError):
         if failed_to_start(error):
             lines = [line.strip() for line in str(error).splitlines() if line.strip()]
             return lines[-1] if lines else "unknown error"
         return "actor process died (killed or out of memory)"
-    return f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"
+    return one_line(error)

@@ -1,12 +1,15 @@
-"""Keeps `num_actors` Ray actor processes feeding the learner, replacing any that fail.
+"""Keeps `num_actors` actors feeding the learner, replacing any that fail.
 
-An actor fails when its process dies (killed, out of memory: Ray raises
-`ActorDiedError`) or its loop raises (an env exception: `RayTaskError`). The
-supervisor kills what is left of it, starts a replacement with a fresh seed in
-the same slot and reports the event with its cause, so the driver can log and
-count it. Failures that keep coming (an env that crashes on every start) would
-otherwise loop forever: more than `max_failures` within `window_s` seconds
-raises `ActorCrashLoop` instead.
+An actor fails when its process dies (killed, out of memory) or its loop
+raises (an env exception). The supervisor has the actor's remains removed,
+starts a replacement with a fresh seed in the same slot and reports the event
+with its cause, so the driver can log and count it. Failures that keep coming
+(an env that crashes on every start) would otherwise loop forever: more than
+`max_failures` within `window_s` seconds raises `ActorCrashLoop` instead.
+
+How actors run is the launcher's business: the supervisor drives an
+`ActorFleet` (Ray processes in `run/launch_ray.py`, threads in
+`run/launch_local.py`), so both launchers share this policy.
 """
 
 from __future__ import annotations
@@ -14,15 +17,11 @@ from __future__ import annotations
 import collections
 import dataclasses
 import time
-from typing import Any, Callable
+from typing import Protocol
 
 import numpy as np
-import ray
 
-from impala_rep.ray_errors import describe_ray_error, failed_to_start
-
-
-__all__ = ["ActorSupervisor", "ActorFailure", "ActorCrashLoop", "actor_seed"]
+__all__ = ["ActorSupervisor", "ActorFleet", "ActorFailure", "ActorCrashLoop", "actor_seed"]
 
 
 class ActorCrashLoop(RuntimeError):
@@ -36,6 +35,26 @@ class ActorFailure:
     restarts: int    # replacements started so far in this run, this one included
 
 
+class ActorFleet(Protocol):
+    """Where the actors run: starts one per slot and says which loops have ended."""
+
+    def start(self, slot: int, seed: int) -> None:
+        """Starts an actor in `slot` that feeds the learner until it says stop."""
+
+    def wait(self, timeout_s: float) -> list[tuple[int, str | None]]:
+        """Waits up to `timeout_s` for loops to end: `(slot, None)` for one that ended
+        because the learner said stop, `(slot, cause)` for one that failed (cause: one
+        line; "failed to start: ..." if it never ran). Each ended loop is returned once."""
+
+    def remove(self, slot: int) -> None:
+        """Frees what is left of the actor in `slot` (a loop that raised may leave its
+        process alive)."""
+
+    def stop(self, timeout_s: float) -> None:
+        """Waits up to `timeout_s` for the loops to end (the learner has stopped), then
+        frees every actor that is left."""
+
+
 def actor_seed(*, seed: int, slot: int, generation: int, start_step: int) -> int:
     """A distinct seed per slot, per replacement and per resumed run (so a resumed or
     replaced actor does not replay the episodes its predecessor already played)."""
@@ -46,20 +65,18 @@ class ActorSupervisor:
     """Starts the actors, watches their loops, replaces failed ones.
 
     Args:
-      create: `create(slot, seed)` starts one actor process (a Ray actor handle).
+      fleet: where the actors run (`ActorFleet`).
       num_actors: slots to keep filled.
       seed, start_step: mixed into every actor's seed (`actor_seed`).
       max_failures, window_s: the crash-loop limit.
     """
 
-    def __init__(self, *, create: Callable[[int, int], Any], num_actors: int, seed: int,
+    def __init__(self, *, fleet: ActorFleet, num_actors: int, seed: int,
                  start_step: int = 0, max_failures: int = 10, window_s: float = 600.0):
-        self._create = create
+        self._fleet = fleet
         self._seed, self._start_step = seed, start_step
         self._max_failures, self._window_s = max_failures, window_s
         self._generation = [0] * num_actors
-        self._actors: list[Any] = [None] * num_actors
-        self._runs: dict[Any, int] = {}   # pending run() ref -> slot
         self._failure_times: collections.deque = collections.deque()
         self.restarts = 0
         self.finished: set[int] = set()   # slots whose loop ended because the learner said stop
@@ -69,13 +86,7 @@ class ActorSupervisor:
     def _start(self, slot: int) -> None:
         seed = actor_seed(seed=self._seed, slot=slot, generation=self._generation[slot],
                           start_step=self._start_step)
-        actor = self._create(slot, seed)
-        self._actors[slot] = actor
-        self._runs[actor.run.remote()] = slot
-
-    @property
-    def actors(self) -> list[Any]:
-        return list(self._actors)
+        self._fleet.start(slot, seed)
 
     def poll(self, timeout_s: float) -> list[ActorFailure]:
         """Waits up to `timeout_s` for actor loops to end; replaces the failed ones.
@@ -86,22 +97,12 @@ class ActorSupervisor:
         Raises:
           ActorCrashLoop: more than `max_failures` failures within `window_s`.
         """
-        if not self._runs:
-            time.sleep(timeout_s)
-            return []
-        ready, _ = ray.wait(list(self._runs), num_returns=len(self._runs), timeout=timeout_s)
         failures = []
-        for ref in ready:
-            slot = self._runs.pop(ref)
-            try:
-                ray.get(ref)
+        for slot, cause in self._fleet.wait(timeout_s):
+            if cause is None:
                 self.finished.add(slot)
                 continue
-            except Exception as error:  # noqa: BLE001 - any failure of the actor's loop
-                cause = describe_ray_error(error)
-                if failed_to_start(error):
-                    cause = f"failed to start: {cause}"
-            ray.kill(self._actors[slot])  # a loop that raised leaves its process alive
+            self._fleet.remove(slot)
             now = time.monotonic()
             self._failure_times.append(now)
             while self._failure_times and now - self._failure_times[0] > self._window_s:
@@ -118,10 +119,5 @@ class ActorSupervisor:
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Waits up to `timeout_s` for the loops to end (the learner has stopped), then
-        kills every actor process that is left."""
-        if self._runs:
-            ray.wait(list(self._runs), num_returns=len(self._runs), timeout=timeout_s)
-        for actor in self._actors:
-            if actor is not None:
-                ray.kill(actor)
-        self._runs.clear()
+        frees every actor that is left."""
+        self._fleet.stop(timeout_s)

@@ -1,0 +1,24 @@
+"""Builds an `Actor` from the run's config: its vector env and its copy of the agent.
+
+Ray-free, so the Ray actor process (`actors/ray_actor.py`) and the local
+launcher's actor threads (`impala_rep/run/launch_local.py`) build actors the
+same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from impala_rep.config import ActorConfig, EnvConfig
+
+__all__ = ["build_actor"]
+
+
+def build_actor(*, env: EnvConfig, actors: ActorConfig, agent_factory: Callable[[], Any], seed: int):
+    """An `Actor` stepping `actors.envs_per_actor` copies of `env`, seeded with `seed`."""
+    from impala_rep.actors.actor import Actor
+    from impala_rep.envs.factory import make_vector_env
+
+    vector_env = make_vector_env(env.id, num_envs=actors.envs_per_actor, seed=seed,
+                                 sticky_actions=env.sticky_actions, episodic_life=env.episodic_life)
+    return Actor(env=vector_env, agent=agent_factory(), unroll_length=actors.unroll_length, seed=seed)

@@ -1,0 +1,166 @@
+"""The `impala-rep` command line (also `python -m impala_rep`).
+
+Arguments are parsed and validated here, once; everything below receives plain
+values and config objects. The `train` flags are the config's fields
+(`impala_rep.run.flags`). Misuse exits with code 2 and a one-line error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+# TensorFlow-, gymnasium- and Ray-free: `--help` and misuse stay fast.
+from impala_rep.config import TrainConfig
+from impala_rep.devices import parse_devices
+from impala_rep.presets import PRESETS
+from impala_rep.run.flags import add_config_flags, config_values, positive_int
+
+# Tolerance for the demo's replicated-vs-single-device check: float32 sums in a
+# different order across replicas differ by rounding only.
+_DEMO_TOLERANCE = 1e-4
+
+
+def _device_spec(text: str) -> str:
+    try:
+        parse_devices(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
+def _add_train_arguments(train: argparse.ArgumentParser, preset: str | None, *,
+                         explicit_only: bool = False) -> None:
+    # SUPPRESS as a default is argparse's documented way to leave an absent flag out.
+    absent = argparse.SUPPRESS if explicit_only else None
+    train.add_argument("--preset", choices=sorted(PRESETS), default=absent,
+                       help="named settings: 'atari-paper' is the IMPALA paper's Atari hyperparameters; "
+                            "'atari' is the same with batch 8 and RMSProp eps 1e-4, which learn Pong "
+                            "within 20M frames on 2 cores; flags given explicitly still win")
+    train.add_argument("--resume", metavar="LOGDIR", default=absent,
+                       help="continue the run in LOGDIR from its newest checkpoint, with its saved "
+                            "settings; flags given as well change them (not --env or the agent's: "
+                            "--network, --use-lstm, --hidden-sizes, --agent)")
+    # One flag per config field; the preset is data on top of the dataclasses' defaults.
+    add_config_flags(train, TrainConfig.from_keys(PRESETS[preset] if preset else {}),
+                     explicit_only=explicit_only)
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The config the parsed flags (with their preset-overlaid defaults) give."""
+    return TrainConfig.from_keys(config_values(args))
+
+
+def resume_config_from_args(args: argparse.Namespace, explicit: argparse.Namespace) -> TrainConfig:
+    """The saved config of the run in `args.resume`, with the flags given explicitly applied."""
+    from impala_rep.run.resume import load_run_config, resumed_config
+
+    if getattr(explicit, "preset", None):
+        raise ValueError("--preset cannot be combined with --resume: the run keeps its settings; "
+                         "give the flags to change explicitly")
+    if getattr(explicit, "logdir", None) not in (None, args.resume):
+        raise ValueError(f"--logdir {explicit.logdir!r} differs from --resume {args.resume!r}: a "
+                         "resumed run continues in its own directory")
+    saved = load_run_config(args.resume)
+    return resumed_config(saved, config_values(explicit) | {"logdir": args.resume})
+
+
+def build_parser(preset: str | None = None, *, explicit_only: bool = False) -> argparse.ArgumentParser:
+    """The `impala-rep` parser; `explicit_only` leaves out train's defaults, so the
+    namespace holds just the flags that were given."""
+    parser = argparse.ArgumentParser(prog="impala-rep", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    demo = commands.add_parser(
+        "demo",
+        help="train a small supervised model with the Replicator and check it against one device",
+    )
+    demo.add_argument("--devices", type=_device_spec, default="cpu:2",
+                      help='Replicator device spec: "auto", "cpu", "cpu:N", "gpu", "gpu:N", "tpu", '
+                           '"tpu:NAME" (default: cpu:2)')
+    demo.add_argument("--steps", type=positive_int, default=30, help="training steps (default: 30)")
+    demo.add_argument("--batch-size", type=positive_int, default=64, help="global batch size (default: 64)")
+    train = commands.add_parser("train", help="train an IMPALA agent (on Ray, or in this process "
+                                              "with --launcher local)")
+    _add_train_arguments(train, preset, explicit_only=explicit_only)
+    plot = commands.add_parser("plot", help="write PNG plots of a run's metrics")
+    plot.add_argument("logdir", help="a run directory written by `impala-rep train --logdir`")
+    return parser
+
+
+def _preset(argv: list[str] | None) -> str | None:
+    """The `--preset` given, read before the full parse so that its values are the
+    defaults there (and in `train --preset P --help`)."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--preset")
+    preset = pre.parse_known_args(argv)[0].preset
+    return preset if preset in PRESETS else None  # the full parse reports a bad one
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parses the command line; a `--preset`'s values are the defaults, so flags given
+    explicitly still override them."""
+    return build_parser(_preset(argv)).parse_args(argv)
+
+
+def explicit_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Only the flags given on the command line (no defaults): what `--resume` changes."""
+    return build_parser(explicit_only=True).parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    # TensorFlow's C++ start-up chatter (oneDNN, CUDA probing) buries the progress
+    # lines; quiet it here at the entry point, never at package import.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    parser = build_parser()
+    args = parse_args(argv)
+    if args.command == "demo":
+        count = parse_devices(args.devices).count
+        if count and args.batch_size % count:
+            parser.error(f"argument --batch-size: {args.batch_size} does not split evenly over "
+                         f"{count} replicas; use a multiple of {count}")
+        from impala_rep.run.replication_demo import run_demo
+
+        result = run_demo(devices=args.devices, steps=args.steps, batch_size=args.batch_size)
+        if result.max_weight_difference > _DEMO_TOLERANCE:
+            print(f"impala-rep: error: replicated and single-device weights differ by "
+                  f"{result.max_weight_difference:.2e} (> {_DEMO_TOLERANCE})", file=sys.stderr)
+            return 1
+        return 0
+    if args.command == "train":
+        try:
+            if args.resume is not None:
+                config = resume_config_from_args(args, explicit_args(argv))
+            else:
+                config = config_from_args(args)
+        except ValueError as err:
+            parser.error(str(err))
+        from impala_rep.run.shutdown import exit_code
+        from impala_rep.run.training import SetupError, TrainingFailed, TrainingInterrupted, train
+
+        try:
+            train(config, resume=args.resume is not None)
+        except SetupError as err:  # raised before anything started or was written
+            parser.error(str(err))
+        except TrainingFailed as err:
+            print(f"impala-rep: error: {err}", file=sys.stderr)
+            return 1
+        except TrainingInterrupted as stop:
+            return exit_code(stop.signum)
+        return 0
+    if args.command == "plot":
+        from impala_rep.run.plotting import plot_run
+
+        try:
+            paths = plot_run(args.logdir)
+        except ValueError as err:
+            parser.error(str(err))
+        for path in paths:
+            print(path)
+        return 0
+    parser.error(f"unknown command {args.command!r}")  # unreachable: argparse checks choices
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

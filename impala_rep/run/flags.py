@@ -1,0 +1,141 @@
+"""The `train` flags, generated from the config's fields (`impala_rep.config.config_fields`).
+
+One flag per field: its name, help text, choices and metavar come from the
+field's metadata, its parser from the field's type, its default from the
+effective defaults (the dataclasses' own, overlaid by a `--preset`), and its
+`dest` is the field's key, so the parsed namespace feeds
+`TrainConfig.from_keys` as it is.
+
+The parsers read the text: `int`, `float`, `str`, `bool` (a switch),
+`tuple[int, ...]` as `64,64`, and `X | None` also as the word `none`. The
+dataclasses check the values (a bad one: `bad <key> <value>: ...`). A few
+ranges are checked here as well, for a message naming the flag: counts (every
+integer but those in `_ANY_INTEGER`, and layer sizes) are positive, and
+`_RANGES`; tests/test_cli.py checks that each takes exactly what its field takes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import types
+import typing
+from typing import Any, Callable
+
+from impala_rep.config import (STICKY_ACTIONS_RANGE, ConfigField, TrainConfig, config_fields,
+                               is_sticky_probability)
+
+__all__ = ["add_config_flags", "config_values", "format_value", "positive_int", "NONE"]
+
+NONE = "none"  # the word an optional field's flag takes for None
+
+# Integer fields that may be zero or negative; every other integer is a count.
+_ANY_INTEGER = frozenset({"seed"})
+# Float fields whose range the flag checks too: key -> (what is allowed, check).
+_RANGES: dict[str, tuple[str, Callable[[float], bool]]] = {
+    "sticky_actions": (STICKY_ACTIONS_RANGE, is_sticky_probability),
+}
+
+
+def _checked(convert: Callable[[str], Any], what: str, ok: Callable[[Any], bool] = lambda v: True,
+             *, optional: bool = False) -> Callable[[str], Any]:
+    """An argparse type: `convert`, then `ok`; the error says what is allowed and what came."""
+
+    def parse(text: str):
+        if optional and text == NONE:
+            return None
+        try:
+            value = convert(text)
+        except ValueError:
+            allowed = f"{what} or {NONE}" if optional else what
+            raise argparse.ArgumentTypeError(f"expected {allowed}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text}")
+        return value
+
+    return parse
+
+
+def _positive(value: int) -> bool:
+    return value >= 1
+
+
+positive_int = _checked(int, "a positive integer", _positive)
+
+
+def _int_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(","))
+
+
+def _parser(key: str, kind: Any, optional: bool) -> Callable[[str], Any]:
+    if kind is int:
+        if key in _ANY_INTEGER:
+            return _checked(int, "an integer", optional=optional)
+        return _checked(int, "a positive integer", _positive, optional=optional)
+    if kind is float:
+        what, ok = _RANGES.get(key, ("a number", lambda v: True))
+        return _checked(float, what, ok, optional=optional)
+    if kind is str:
+        return _checked(str, "a string", optional=optional)
+    if kind == tuple[int, ...]:
+        return _checked(_int_tuple, "comma-separated positive integers such as 64,64",
+                        lambda v: all(map(_positive, v)), optional=optional)
+    raise TypeError(f"config field {key!r} has type {kind!r}, which no flag parser reads")
+
+
+def _type_of(field: ConfigField) -> tuple[Any, bool]:
+    """The field's type without `| None`, and whether None is allowed."""
+    group = typing.get_type_hints(TrainConfig)[field.group]
+    kind = typing.get_type_hints(group)[field.name]
+    if isinstance(kind, types.UnionType):
+        args = [a for a in typing.get_args(kind) if a is not type(None)]
+        assert len(args) == 1, f"config field {field.key!r}: only `X | None` unions have a flag"
+        return args[0], True
+    return kind, False
+
+
+def format_value(value: Any) -> str:
+    """A value as its flag takes it (`none`, `64,64`, `0.0006`), so help shows what to type;
+    a switch's as on or off."""
+    if value is None:
+        return NONE
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value)
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def add_config_flags(parser: argparse.ArgumentParser, defaults: TrainConfig, *,
+                     explicit_only: bool = False) -> dict[str, argparse.Action]:
+    """Adds one flag per config field to `parser`; returns the actions by key.
+
+    `defaults` gives each flag's default and the one its help shows;
+    `explicit_only` leaves the defaults out of the namespace, so it holds just
+    the flags that were given (what `--resume` changes).
+    """
+    actions = {}
+    for field in config_fields():
+        default = defaults.get(field.key)
+        meta = field.field.metadata
+        # argparse %-formats help text.
+        help_text = f"{meta['help']} (default: {format_value(default)})".replace("%", "%%")
+        kwargs: dict[str, Any] = {
+            "dest": field.key, "help": help_text,
+            "default": argparse.SUPPRESS if explicit_only else default}
+        kind, optional = _type_of(field)
+        if kind is bool:
+            kwargs["action"] = "store_true"
+        else:
+            kwargs["type"] = _parser(field.key, kind, optional)
+            if meta.get("choices"):
+                kwargs["choices"] = tuple(meta["choices"]) + ((None,) if optional else ())
+            if meta.get("metavar"):
+                kwargs["metavar"] = meta["metavar"]
+        actions[field.key] = parser.add_argument(field.flag, **kwargs)
+    return actions
+
+
+def config_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The config fields in a parsed namespace, as {key: value}."""
+    given = vars(args)
+    return {field.key: given[field.key] for field in config_fields() if field.key in given}

@@ -1,0 +1,140 @@
+"""The local launcher (`--launcher local`): learner and actors in this one process, no Ray.
+
+The same Ray-free pieces as under Ray (`build_learner_service`, `build_actor`,
+`run_actor_loop`), with the actors as threads that call the service directly.
+For debugging with a plain debugger (one process: breakpoints anywhere) and for
+fast tests; it shares the cores with the Python GIL, so it is not for speed.
+Metrics, checkpoints and exit codes are the Ray launcher's.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+
+from impala_rep.learner.report import LearnerReport
+from impala_rep.run.errors import TrainingFailed, one_line
+from impala_rep.run.prepare import RunPlan
+from impala_rep.run.supervisor import ActorFailure, ActorSupervisor
+
+__all__ = ["LocalLauncher"]
+
+
+class LocalLauncher:
+    """Builds the learner service in this process and runs the actors as threads; see
+    `impala_rep.run.training` for the calls a launcher answers."""
+
+    def __init__(self, plan: RunPlan):
+        self._plan = plan
+        self._service = None
+        self._supervisor: ActorSupervisor | None = None
+        self.restored_from: str | None = None
+
+    def connect(self) -> None:
+        """Nothing to connect to: everything runs in this process."""
+
+    def start(self) -> LearnerReport:
+        from impala_rep.learner.build import build_learner_service
+
+        plan, config = self._plan, self._plan.config
+        try:
+            self._service = build_learner_service(
+                config=config, observation_shape=plan.observation_shape,
+                agent_factory=plan.agent_factory, frame_skip=plan.frame_skip, loss_fn=plan.loss_fn,
+                resume=plan.resume)
+        except Exception as err:  # noqa: BLE001 - the learner's construction, in any way
+            raise TrainingFailed(f"the learner could not start: {one_line(err)}") from None
+        self.restored_from = self._service.restored_from
+        first = self._service.report()
+        self._supervisor = ActorSupervisor(
+            fleet=_ThreadActorFleet(plan, self._service), num_actors=config.actors.num_actors,
+            seed=config.run.seed, start_step=first.learner_steps,
+            max_failures=config.actors.max_actor_failures)
+        return first
+
+    def placement(self) -> None:
+        return None
+
+    @property
+    def actor_restarts(self) -> int:
+        return self._supervisor.restarts if self._supervisor is not None else 0
+
+    def poll(self, timeout_s: float) -> list[ActorFailure]:
+        return self._supervisor.poll(timeout_s)
+
+    def report(self) -> LearnerReport:
+        return self._service.report()
+
+    def stop_learner(self) -> tuple[str, int] | None:
+        self._service.stop()
+        return self._service.save()
+
+    def close(self) -> None:
+        if self._supervisor is not None:
+            self._supervisor.stop(timeout_s=30.0)
+        if self._service is not None:
+            self._service.stop()  # idempotent; releases actor threads blocked in enqueue
+
+    def abort(self) -> None:
+        """A second signal: the process exits at once, and every thread with it."""
+
+
+class _ThreadActorFleet:
+    """Actors as daemon threads running `run_actor_loop` against the service directly."""
+
+    def __init__(self, plan: RunPlan, service):
+        self._plan, self._service = plan, service
+        self._threads: dict[int, threading.Thread] = {}
+        self._ended: queue.Queue = queue.Queue()
+
+    def start(self, slot: int, seed: int) -> None:
+        thread = threading.Thread(target=self._run, args=(slot, seed), name=f"actor-{slot}",
+                                  daemon=True)
+        self._threads[slot] = thread
+        thread.start()
+
+    def _run(self, slot: int, seed: int) -> None:
+        from impala_rep.actors.actor_loop import run_actor_loop
+        from impala_rep.actors.build import build_actor
+
+        config, service = self._plan.config, self._service
+        try:
+            actor = build_actor(env=config.env, actors=config.actors,
+                                agent_factory=self._plan.agent_factory, seed=seed)
+            version, published = service.latest_weights()
+            actor.set_weights(published[0], version)
+        except Exception as err:  # noqa: BLE001 - reported as the actor's failure
+            self._ended.put((slot, f"failed to start: {one_line(err)}"))
+            return
+        try:
+            # Sending is the call itself: enqueue blocks while the queue is full
+            # (back-pressure) and its reply carries the newest weights.
+            run_actor_loop(actor=actor, send=lambda unroll, stats: (unroll, stats),
+                           receive=lambda sent: service.enqueue(*sent),
+                           fetch_weights=lambda weights: weights)
+        except Exception as err:  # noqa: BLE001 - an env or policy error ends this actor only
+            self._ended.put((slot, one_line(err)))
+            return
+        self._ended.put((slot, None))
+
+    def wait(self, timeout_s: float) -> list[tuple[int, str | None]]:
+        """Ended loops, waiting up to `timeout_s` while some still run (as `ray.wait` does)."""
+        ended, deadline = [], time.monotonic() + timeout_s
+        running = sum(thread.is_alive() for thread in self._threads.values())
+        while True:
+            try:
+                ended.append(self._ended.get(timeout=max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                return ended
+            if len(ended) >= running and self._ended.empty():
+                return ended
+
+    def remove(self, slot: int) -> None:
+        self._threads.pop(slot).join(timeout=5.0)  # its loop has returned already
+
+    def stop(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        for thread in self._threads.values():
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        self._threads.clear()

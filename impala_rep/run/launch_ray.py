@@ -1,0 +1,195 @@
+"""The Ray launcher: the learner and every actor in Ray actor processes (the default).
+
+On a machine of its own it starts an embedded Ray; with `--ray-address` it
+joins a cluster, where the learner lands on a node with its devices and the
+actors spread over the nodes. The driver only watches: training never passes
+through it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+import ray
+
+from impala_rep.learner.report import LearnerReport
+from impala_rep.run.errors import LearnerLost, TrainingFailed
+from impala_rep.run.prepare import RunPlan
+from impala_rep.run.ray_errors import describe_ray_error, failed_to_start
+from impala_rep.run.supervisor import ActorFailure, ActorSupervisor
+
+__all__ = ["RayLauncher"]
+
+_LEARNER_DIED = "the learner process died"
+_HOST_STUCK = "a learner host did not stop (a peer host failed during a step)"
+
+
+class RayLauncher:
+    """Starts (or joins) Ray, the learner group and the actors; see `impala_rep.run.training`
+    for the calls a launcher answers."""
+
+    def __init__(self, plan: RunPlan):
+        self._plan = plan
+        self._started_ray = False
+        self._learner = None
+        self._supervisor: ActorSupervisor | None = None
+        self._learner_alive = True
+        self.restored_from: str | None = None
+
+    def connect(self) -> None:
+        """Starts an embedded Ray, or joins the cluster at `--ray-address`."""
+        self._started_ray = _start_ray(self._plan.config)
+
+    def start(self) -> LearnerReport:
+        """Starts the learner (restored, on resume), then the actors; the learner's first report."""
+        from impala_rep.learner.learner_group import create_learner_group
+
+        plan, config = self._plan, self._plan.config
+        try:
+            self._learner = create_learner_group(config, plan.observation_shape, plan.agent_factory,
+                                                 plan.frame_skip, loss_fn=plan.loss_fn,
+                                                 resume=plan.resume)
+            self.restored_from = self._learner.wait_started()  # built (and restored)
+            first = self._learner.report()
+        except (RuntimeError, ray.exceptions.RayError) as err:  # e.g. its constructor raised
+            raise TrainingFailed(f"the learner could not start: {_describe(err)}") from None
+        self._fleet = _RayActorFleet(plan, self._learner)
+        self._supervisor = ActorSupervisor(
+            fleet=self._fleet, num_actors=config.actors.num_actors,
+            seed=config.run.seed, start_step=first.learner_steps,
+            max_failures=config.actors.max_actor_failures)
+        return first
+
+    def placement(self) -> str | None:
+        """On a cluster, where Ray placed the learner hosts and actors; None on one machine."""
+        if not self._plan.config.run.ray_address:
+            return None
+        host_nodes = ray.get([host.node_id.remote() for host in self._learner.hosts])
+        actor_nodes = self._fleet.node_ids()
+        short = {node: node[:8] for node in host_nodes + actor_nodes}
+        per_node = {short[n]: actor_nodes.count(n) for n in dict.fromkeys(actor_nodes)}
+        return (f"placement: learner host(s) on node(s) {', '.join(short[n] for n in host_nodes)}; "
+                f"actors per node {per_node} ({len(set(host_nodes + actor_nodes))} node(s) in use)")
+
+    @property
+    def actor_restarts(self) -> int:
+        return self._supervisor.restarts if self._supervisor is not None else 0
+
+    def poll(self, timeout_s: float) -> list[ActorFailure]:
+        return self._supervisor.poll(timeout_s)
+
+    def report(self) -> LearnerReport:
+        try:
+            return self._learner.report()
+        except ray.exceptions.RayActorError:
+            self._learner_alive = False
+            raise LearnerLost(_LEARNER_DIED) from None
+
+    def stop_learner(self) -> tuple[str, int] | None:
+        """Stops training (actors blocked on the full queue are released) and writes the final
+        checkpoint; returns it. LearnerLost if the learner is gone or a host did not stop."""
+        if not self._learner_alive:
+            raise LearnerLost(_LEARNER_DIED)
+        try:
+            if not self._learner.stop():  # a host left in a collective by a failed peer
+                self._learner_alive = False
+                raise LearnerLost(_HOST_STUCK)
+            return self._learner.save()
+        except ray.exceptions.RayActorError:
+            self._learner_alive = False
+            raise LearnerLost(_LEARNER_DIED) from None
+
+    def close(self) -> None:
+        """Stops the actors and, on a shared cluster, the learner; shuts an embedded Ray down."""
+        try:
+            if self._supervisor is not None:
+                self._supervisor.stop(timeout_s=30.0)
+            if self._learner is not None and not self._started_ray:
+                self._learner.kill()  # on a shared cluster nothing of this run may linger
+        finally:
+            if self._started_ray:
+                ray.shutdown()
+
+    def abort(self) -> None:
+        """A second signal: no time for a clean stop, but no Ray process may outlive us."""
+        if self._started_ray:
+            ray.shutdown()
+
+
+class _RayActorFleet:
+    """Actor processes as Ray actors, each running `run_actor_loop` (`actors/ray_actor.py`)."""
+
+    def __init__(self, plan: RunPlan, learner):
+        self._plan, self._learner = plan, learner
+        self._actors: dict[int, Any] = {}
+        self._runs: dict[Any, int] = {}      # pending run() ref -> slot
+        self._node_refs: list[Any] = []
+
+    def start(self, slot: int, seed: int) -> None:
+        from impala_rep.actors.ray_actor import create_actor
+
+        actor = create_actor(config=self._plan.config, agent_factory=self._plan.agent_factory,
+                             learner=self._learner.host_for(slot),
+                             weights_from=self._learner.weights_source_for(slot), seed=seed)
+        if self._plan.config.run.ray_address:  # asked before run() is queued behind it
+            self._node_refs.append(actor.node_id.remote())
+        self._actors[slot] = actor
+        self._runs[actor.run.remote()] = slot
+
+    def node_ids(self) -> list[str]:
+        return ray.get(list(self._node_refs))
+
+    def wait(self, timeout_s: float) -> list[tuple[int, str | None]]:
+        if not self._runs:  # every loop ended: keep the driver's report rhythm
+            time.sleep(timeout_s)
+            return []
+        ready, _ = ray.wait(list(self._runs), num_returns=len(self._runs), timeout=timeout_s)
+        ended = []
+        for ref in ready:
+            slot = self._runs.pop(ref)
+            try:
+                ray.get(ref)
+                ended.append((slot, None))
+            except Exception as error:  # noqa: BLE001 - any failure of the actor's loop
+                cause = describe_ray_error(error)
+                ended.append((slot, f"failed to start: {cause}" if failed_to_start(error) else cause))
+        return ended
+
+    def remove(self, slot: int) -> None:
+        ray.kill(self._actors.pop(slot))
+
+    def stop(self, timeout_s: float) -> None:
+        if self._runs:
+            ray.wait(list(self._runs), num_returns=len(self._runs), timeout=timeout_s)
+        for actor in self._actors.values():
+            ray.kill(actor)
+        self._actors.clear()
+        self._runs.clear()
+
+
+def _describe(error: Exception) -> str:
+    return describe_ray_error(error) if isinstance(error, ray.exceptions.RayError) else str(error)
+
+
+def _start_ray(config) -> bool:
+    """Connects to `config.run.ray_address` or starts an embedded Ray; True if we started it."""
+    if ray.is_initialized():
+        return False
+    if config.run.ray_address:
+        ray.init(address=config.run.ray_address, logging_level=logging.WARNING)
+        return False
+    # Embedded Ray for a single machine: bound to loopback, no dashboard, enough
+    # CPU slots for every learner host and every actor even on a 2-core machine (they
+    # share the cores; the OS schedules them).
+    ray.init(
+        num_cpus=max(os.cpu_count() or 1, config.actors.num_actors + config.learner.hosts),
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        logging_level=logging.WARNING,
+        # Workers inherit the driver's TensorFlow log level (quiet by default).
+        runtime_env={"env_vars": {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}},
+    )
+    return True

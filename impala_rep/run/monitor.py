@@ -1,0 +1,216 @@
+"""Watching a run: metrics records, the progress line, TensorBoard, events and the summary.
+
+The `Monitor` turns the learner's reports into what a user sees and what the
+run leaves in its logdir (config.json, metrics.jsonl, events.jsonl,
+tensorboard/). It opens the logdir only once the run is really running
+(`open`, after the launcher started the learner and actors), so a run that
+fails to start leaves no half-written directory behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import time
+from typing import Any, TextIO
+
+from impala_rep.learner.report import LearnerReport
+from impala_rep.learner.service import RETURN_WINDOW
+from impala_rep.run.prepare import RunPlan
+from impala_rep.run.run_log import RunLog, write_json_atomically
+from impala_rep.run.supervisor import ActorFailure
+
+__all__ = ["Monitor", "TrainResult"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+    frames: int
+    wall_s: float
+    learner_steps: int
+    episodes: int
+    episode_return_mean: float | None
+    records: list[dict[str, Any]]
+    actor_restarts: int = 0
+
+
+class Monitor:
+    """Records, progress and logs of one run; `start` is the run's monotonic start time."""
+
+    def __init__(self, plan: RunPlan, *, out: TextIO, start: float):
+        self._config, self._skip, self._out, self._start = plan.config, plan.frame_skip, out, start
+        self._progress = _Progress(out, plan.config.run.total_frames)
+        self._log: RunLog | None = None
+        self._last: dict[str, float] = {}
+        self.records: list[dict[str, Any]] = []
+        self.last_checkpoint: tuple[str, int] | None = None
+        config = plan.config
+        hosts = "" if config.learner.hosts == 1 else f"{config.learner.hosts} hosts x "
+        logdir = config.run.logdir
+        print(f"impala-rep: {'resuming' if plan.resume else 'training'} {config.env.id} with "
+              f"{config.actors.num_actors} actors x {config.actors.envs_per_actor} envs, learner on "
+              f"{hosts}{config.learner.devices!r}, {config.run.total_frames:,} frames"
+              + (f", logdir {logdir}" if logdir else ""), file=out)
+
+    def open(self, first: LearnerReport, *, restored_from: str | None) -> None:
+        """The run is running: writes config.json and opens the logs; `first` is the learner's
+        first report (after a restore: the restored counters)."""
+        logdir = self._config.run.logdir
+        if logdir is not None:
+            path = pathlib.Path(logdir)
+            path.mkdir(parents=True, exist_ok=True)
+            write_json_atomically(path / "config.json", self._config.to_json())
+            self._log = RunLog(path)
+        if restored_from is not None:
+            print(f"impala-rep: resumed from {restored_from} (learner step {first.learner_steps:,}, "
+                  f"{self._skip * first.frames_consumed:,} frames)", file=self._out)
+        self.last_checkpoint = first.last_checkpoint
+        self._last = {"t": time.monotonic(), "produced": self._skip * first.frames_produced,
+                      "consumed": self._skip * first.frames_consumed, "busy": 0.0}
+
+    def say(self, line: str) -> None:
+        print(f"impala-rep: {line}", file=self._out, flush=True)
+
+    def actor_failures(self, failures: list[ActorFailure]) -> None:
+        for event in failures:
+            print(f"\nimpala-rep: actor {event.slot} failed ({event.cause}); started a replacement "
+                  f"(actor restarts: {event.restarts})", file=self._out, flush=True)
+            if self._log is not None:
+                self._log.event({"event": "actor_restart", "wall_s": self._wall_s(),
+                                 "actor": event.slot, "cause": event.cause,
+                                 "actor_restarts": event.restarts})
+
+    def report(self, report: LearnerReport, *, actor_restarts: int, progress: bool = True) -> None:
+        """One metrics record from `report` (frames in env frames), logged and shown."""
+        now = time.monotonic()
+        record = _record(report, self._last, now=now, wall_s=self._wall_s(now), skip=self._skip,
+                         actor_restarts=actor_restarts)
+        self._last = {"t": now, "produced": record["frames_produced"], "consumed": record["frames"],
+                      "busy": report.learner_busy_s}
+        self.last_checkpoint = report.last_checkpoint or self.last_checkpoint
+        self.records.append(record)
+        if self._log is not None:
+            self._log.write(record)
+        if progress:
+            self._progress.update(record)
+
+    def finish_progress(self) -> None:
+        self._progress.finish()
+
+    def saved(self, checkpoint: tuple[str, int] | None) -> None:
+        self.last_checkpoint = checkpoint or self.last_checkpoint
+
+    def close(self) -> None:
+        if self._log is not None:
+            self._log.close()
+
+    def result(self) -> TrainResult:
+        final = self.records[-1]
+        return TrainResult(frames=final["frames"], wall_s=time.monotonic() - self._start,
+                           learner_steps=final["learner_steps"], episodes=final["episodes"],
+                           episode_return_mean=final["episode_return_mean"], records=self.records,
+                           actor_restarts=final["actor_restarts"])
+
+    def summary(self, result: TrainResult) -> None:
+        print("\n" + _summary_table(result, self._config), file=self._out)
+        if self.last_checkpoint is not None:
+            print(f"  checkpoint: {self.last_checkpoint[0]} (continue with: impala-rep train --resume "
+                  f"{self._config.run.logdir})", file=self._out)
+
+    def failure_message(self, failure: str) -> str:
+        """`failure` with where the run can be resumed from (the newest checkpoint on disk:
+        one written after the last report counts too)."""
+        logdir = self._config.run.logdir
+        if logdir is None:
+            return f"{failure}; no checkpoint was kept (run with --logdir to be able to resume)"
+        from impala_rep.learner.checkpointing import CHECKPOINT_SUBDIR, newest_checkpoint
+
+        last = newest_checkpoint(pathlib.Path(logdir) / CHECKPOINT_SUBDIR) or self.last_checkpoint
+        if last is None:
+            return f"{failure}; no checkpoint was written yet, so the run cannot be resumed"
+        path, step = last
+        return (f"{failure}\nthe last good checkpoint is {path} (learner step {step:,}); continue "
+                f"with: impala-rep train --resume {logdir}")
+
+    def _wall_s(self, now: float | None = None) -> float:
+        return round((time.monotonic() if now is None else now) - self._start, 3)
+
+
+class _Progress:
+    """One progress line, refreshed in place on a terminal and printed per report otherwise."""
+
+    def __init__(self, out: TextIO, total_frames: int):
+        self._out, self._total = out, total_frames
+        self._tty = out.isatty()
+
+    def update(self, record: dict[str, Any]) -> None:
+        done = record["frames"] / self._total
+        rate = record["learner_fps"]
+        eta = (self._total - record["frames"]) / rate if rate > 0 else float("inf")
+        ret = record["episode_return_mean"]
+        line = (f"[{done:6.1%}] frames {record['frames']:>10,}/{self._total:,}  "
+                f"env {record['env_fps']:>8,.0f} f/s  learner {rate:>8,.0f} f/s  "
+                f"return {'   n/a' if ret is None else f'{ret:7.1f}'}  "
+                f"lag {record['policy_lag_mean'] or 0:4.1f}  "
+                f"ETA {'?' if eta == float('inf') else f'{eta:5.0f}s'}")
+        self._out.write("\r" + line if self._tty else line + "\n")
+        self._out.flush()
+
+    def finish(self) -> None:
+        if self._tty:
+            self._out.write("\n")
+
+
+def _record(report: LearnerReport, last: dict[str, float], *, now: float, wall_s: float, skip: int,
+            actor_restarts: int) -> dict[str, Any]:
+    """One metrics.jsonl record from a learner report (frames in env frames: x `skip`)."""
+    dt = max(now - last["t"], 1e-9)
+    metrics = report.metrics
+    produced, consumed = skip * report.frames_produced, skip * report.frames_consumed
+    record = {
+        "frames": consumed,
+        "wall_s": wall_s,
+        "env_fps": (produced - last["produced"]) / dt,
+        "learner_fps": (consumed - last["consumed"]) / dt,
+        "episode_return_mean": report.episode_return_mean,
+        "episodes": report.episodes,
+        "policy_lag_mean": report.policy_lag_mean,
+        "policy_lag_max": report.policy_lag_max,
+        "queue_size": report.queue_size,
+        "loss": metrics.get("loss"),
+        "grad_norm": metrics.get("grad_norm"),
+        "vtrace_rho_clipped_fraction": metrics.get("vtrace_rho_clipped_fraction"),
+        "entropy": metrics.get("entropy"),
+        "learning_rate": metrics.get("learning_rate"),
+        "learner_steps": report.learner_steps,
+        "learner_busy_fraction": (report.learner_busy_s - last["busy"]) / dt,
+        "frames_produced": produced,
+        "frames_queued": skip * report.frames_queued,
+        "actor_restarts": actor_restarts,
+    }
+    # Every other metric of the learner step too: the loss's components and whatever a
+    # custom loss reports (e.g. an extra penalty term), under the loss's own names.
+    record.update({k: v for k, v in metrics.items() if k not in record})
+    return record
+
+
+def _summary_table(result: TrainResult, config) -> str:
+    returns = [r["episode_return_mean"] for r in result.records if r["episode_return_mean"] is not None]
+    env_fps = result.frames / result.wall_s if result.wall_s > 0 else 0.0
+    learner = config.learner
+    rows = [
+        ("environment", config.env.id),
+        ("actors x envs", f"{config.actors.num_actors} x {config.actors.envs_per_actor}"),
+        ("learner devices", learner.devices if learner.hosts == 1
+         else f"{learner.hosts} hosts x {learner.devices}"),
+        ("env frames (learner-consumed)", f"{result.frames:,}"),
+        ("learner steps", f"{result.learner_steps:,}"),
+        ("episodes", f"{result.episodes:,}"),
+        ("wall time", f"{result.wall_s:.1f} s"),
+        ("frames / s (overall)", f"{env_fps:,.0f}"),
+        (f"final mean return (last {RETURN_WINDOW})",
+         "n/a" if result.episode_return_mean is None else f"{result.episode_return_mean:.1f}"),
+        ("best mean return", "n/a" if not returns else f"{max(returns):.1f}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"  {k:<{width}}  {v}" for k, v in rows)

@@ -1,0 +1,94 @@
+"""Preparing a run: every check that can be made before anything starts or is written.
+
+`prepare` reads the environment's spaces, checks the logdir (or that the run
+to resume can be continued), resolves the user's agent and loss, and returns a
+`RunPlan` with everything a launcher needs. It starts no process and writes
+nothing; every failure is a `SetupError` with one line naming the value and
+what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+from typing import Any, Callable
+
+from impala_rep.config import AgentConfig, TrainConfig
+from impala_rep.run.errors import SetupError
+
+__all__ = ["RunPlan", "prepare", "check_logdir", "default_agent_factory"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPlan:
+    """A checked run: its config and what was resolved from it."""
+
+    config: TrainConfig
+    observation_shape: tuple[int, ...]
+    num_actions: int
+    frame_skip: int          # env frames per agent step (4 on Atari); users see env frames
+    agent_factory: Callable[[], Any]
+    loss_fn: Callable[..., Any] | None  # None: the IMPALA loss
+    resume: bool
+
+
+def default_agent_factory(agent: AgentConfig, observation_shape, num_actions: int) -> Callable[[], Any]:
+    """A picklable factory for the configured built-in agent (each process builds its own copy)."""
+    from impala_rep.networks import make_agent
+
+    return make_agent(observation_shape=tuple(observation_shape), num_actions=num_actions,
+                      network=agent.network, use_lstm=agent.use_lstm,
+                      hidden_sizes=tuple(agent.hidden_sizes))
+
+
+def check_logdir(logdir: str | None) -> None:
+    """Raises ValueError unless `logdir` can become this run's directory; writes nothing."""
+    if logdir is None:
+        return
+    path = pathlib.Path(logdir)
+    if path.exists():
+        if not path.is_dir():
+            raise ValueError(f"logdir {logdir!r} exists and is not a directory")
+        if any(path.iterdir()):
+            raise ValueError(f"logdir {logdir!r} is not empty; choose a new directory")
+        if not os.access(path, os.W_OK):
+            raise ValueError(f"logdir {logdir!r} is not writable")
+        return
+    ancestor = path.absolute().parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK):
+        raise ValueError(f"logdir {logdir!r} cannot be created: {ancestor} is not a writable directory")
+
+
+def prepare(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
+            loss: Callable[..., Any] | None = None, resume: bool = False) -> RunPlan:
+    """Checks `config` (and the agent and loss objects, if given) against this machine.
+
+    Raises:
+      SetupError: one line naming the bad value and what is allowed.
+    """
+    from impala_rep.envs.factory import check_env_options, describe_env
+    from impala_rep.run.resume import check_resumable
+    from impala_rep.run.user_code import resolve_agent_and_loss
+
+    try:
+        check_env_options(config.env.id, sticky_actions=config.env.sticky_actions,
+                          episodic_life=config.env.episodic_life)
+        env_spec = describe_env(config.env.id)
+        if resume:
+            check_resumable(config)
+        else:
+            check_logdir(config.run.logdir)
+        agent_factory, loss = resolve_agent_and_loss(
+            agent_spec=config.agent.factory, loss_spec=config.loss.function, agent=agent, loss=loss,
+            observation_shape=env_spec.observation_shape, num_actions=env_spec.num_actions)
+        if agent_factory is None:  # e.g. a network that does not fit the observation
+            agent_factory = default_agent_factory(config.agent, env_spec.observation_shape,
+                                                  env_spec.num_actions)
+    except ValueError as err:
+        raise SetupError(str(err)) from None
+    return RunPlan(config=config, observation_shape=tuple(env_spec.observation_shape),
+                   num_actions=int(env_spec.num_actions), frame_skip=int(env_spec.frame_skip),
+                   agent_factory=agent_factory, loss_fn=loss, resume=resume)

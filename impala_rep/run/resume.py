@@ -1,0 +1,68 @@
+"""What `--resume LOGDIR` may continue: a run directory with a checkpoint, under a compatible config.
+
+A resumed run keeps the saved config and applies only the settings given
+again, as {key: value} (the keys of `impala_rep.config`); some settings cannot
+change under a checkpoint (`LOCKED_KEYS`: the environment and the whole
+`agent` group decide which variables exist and what they mean). Everything
+else may: actor count, learner devices and hosts (the checkpoint restores onto
+any replica count), total frames (the learning-rate schedule then decays over
+the new total from the restored step), costs. TensorFlow-free, so the CLI
+checks all of this before anything starts.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any, Mapping
+
+from impala_rep.config import TrainConfig, config_fields
+
+__all__ = ["LOCKED_KEYS", "load_run_config", "resumed_config", "check_resumable"]
+
+# The env id, and every field of the agent group (a field added there is locked too).
+LOCKED_KEYS = ("env",) + tuple(field.key for field in config_fields() if field.group == "agent")
+
+# The file CheckpointManager keeps in LOGDIR/checkpoints, naming the newest checkpoint.
+_CHECKPOINT_INDEX = pathlib.Path("checkpoints") / "checkpoint"
+
+
+def load_run_config(logdir: str) -> TrainConfig:
+    """The config saved in `logdir` (nested, or the flat config.json of earlier versions),
+    its logdir set to `logdir`; ValueError unless `logdir` is a run with a checkpoint."""
+    path = pathlib.Path(logdir)
+    if not path.is_dir():
+        raise ValueError(f"cannot resume {logdir!r}: not a directory")
+    config_file = path / "config.json"
+    if not config_file.is_file():
+        raise ValueError(f"cannot resume {logdir!r}: not a run directory (no config.json; "
+                         "it must be the --logdir of an earlier `impala-rep train`)")
+    if not (path / _CHECKPOINT_INDEX).is_file():
+        raise ValueError(f"cannot resume {logdir!r}: it holds no checkpoint (the run stopped "
+                         "before its first one); start a new run instead")
+    try:
+        data = json.loads(config_file.read_text())
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+        saved = TrainConfig.from_json(data)
+    except (ValueError, TypeError) as err:  # JSONDecodeError is a ValueError
+        raise ValueError(f"cannot resume {logdir!r}: its config.json is not readable ({err})") from None
+    return saved.replace({"logdir": str(logdir)})
+
+
+def resumed_config(saved: TrainConfig, changes: Mapping[str, Any]) -> TrainConfig:
+    """`saved` with `changes` ({key: value}) applied; ValueError if a locked key would change."""
+    for key in LOCKED_KEYS:
+        if key in changes and changes[key] != saved.get(key):
+            raise ValueError(
+                f"cannot resume with {key} {changes[key]!r}: the checkpoint was trained with "
+                f"{key} {saved.get(key)!r}, and {', '.join(LOCKED_KEYS)} cannot change on resume")
+    return saved.replace(changes)
+
+
+def check_resumable(config: TrainConfig) -> None:
+    """ValueError unless `config.run.logdir` is a run that `config` can continue."""
+    if config.run.logdir is None:
+        raise ValueError("resuming needs the run's logdir; got none")
+    saved = load_run_config(config.run.logdir)
+    resumed_config(saved, {key: config.get(key) for key in LOCKED_KEYS})

@@ -1,0 +1,135 @@
+"""`train(config)`: one IMPALA run — prepared, launched, watched.
+
+Three parts, each in its own module: `prepare` checks everything before
+anything starts (`run/prepare.py`), a launcher starts the learner and the
+actors (Ray processes, `run/launch_ray.py`, or threads in this process,
+`run/launch_local.py`), and the `Monitor` turns the learner's reports into
+metrics, the progress line, TensorBoard and events (`run/monitor.py`). The
+driver loop below only connects them; training never passes through it.
+
+A launcher answers: `connect()` (starts or joins Ray, if it uses it), `start() ->
+LearnerReport` (the learner built, restored on
+resume, and the actors started), `restored_from`, `placement()`, `poll(timeout_s)
+-> [ActorFailure]` (raises `ActorCrashLoop`), `report() -> LearnerReport`
+(raises `LearnerLost`), `actor_restarts`, `stop_learner() -> checkpoint` (raises
+`LearnerLost`), `close()` and `abort()` (a second signal).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Callable, TextIO
+
+from impala_rep.config import TrainConfig
+from impala_rep.run.errors import (LearnerLost, SetupError, TrainingFailed, TrainingInterrupted)
+from impala_rep.run.monitor import Monitor, TrainResult
+from impala_rep.run.prepare import prepare
+from impala_rep.run.shutdown import StopSignals
+from impala_rep.run.supervisor import ActorCrashLoop
+
+__all__ = ["train", "TrainResult", "SetupError", "TrainingFailed", "TrainingInterrupted"]
+
+
+def train(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
+          loss: Callable[..., Any] | None = None, out: TextIO | None = None,
+          resume: bool = False) -> TrainResult:
+    """Trains `config.run.total_frames` env frames with IMPALA and returns the run's summary.
+
+    Args:
+      config: the run's settings; `config.run.launcher` picks Ray processes or threads.
+      agent: a picklable zero-argument callable returning a new, unbuilt `Agent`
+        (the learner and every actor build their own copy). Default: the built-in
+        agent `config.agent` selects, or the factory `config.agent.factory` names
+        (`impala_rep.run.user_code`; not both).
+      loss: a picklable loss function for the learner (`impala_rep.loss_fn.LossFn`).
+        Default: the function `config.loss.function` names, else the IMPALA loss.
+      out: where the progress lines and the summary go (default: sys.stdout).
+      resume: continue the run in `config.run.logdir` from its newest readable
+        checkpoint (`impala_rep.run.resume` says which settings may change).
+
+    Raises:
+      SetupError: a bad setting, found before anything started or was written.
+      TrainingFailed: the learner died or stopped on a non-finite loss, or actors
+        kept failing; the message says what happened and how to resume.
+      TrainingInterrupted: SIGINT/SIGTERM stopped the run cleanly (checkpoint
+        saved, actors stopped, logs flushed); `.result` holds what was done.
+
+    `wall_s` in the records and the result counts from this call, start-up included.
+    """
+    start = time.monotonic()
+    out = sys.stdout if out is None else out  # looked up per call: callers may redirect stdout
+    plan = prepare(config, agent=agent, loss=loss, resume=resume)
+    launcher = _launcher(plan)
+    monitor = Monitor(plan, out=out, start=start)
+    signals = StopSignals(out=out, on_second=launcher.abort)
+    failure: str | None = None
+    try:
+        with signals:
+            launcher.connect()
+            signals.install()  # Ray's start-up replaced our SIGTERM handler with its own
+            monitor.open(launcher.start(), restored_from=launcher.restored_from)
+            if (placement := launcher.placement()) is not None:
+                monitor.say(placement)
+            while failure is None and signals.received is None:
+                try:
+                    failures = launcher.poll(config.run.report_every_s)
+                    report = launcher.report()
+                except ActorCrashLoop as err:
+                    failure = f"actors keep failing: {err}"
+                    break
+                except LearnerLost as err:
+                    failure = str(err)
+                    break
+                monitor.actor_failures(failures)
+                monitor.report(report, actor_restarts=launcher.actor_restarts)
+                failure = _failure_in(report)
+                if report.done:
+                    break
+            monitor.finish_progress()
+            # Stop the learner first: actors blocked on its full queue are released and
+            # their loops end; then the final checkpoint (none after a non-finite step or
+            # an error: the last good one stays the newest).
+            try:
+                monitor.saved(launcher.stop_learner())
+            except LearnerLost as err:
+                failure = failure or str(err)
+            if failure is None:
+                # One last record after the stop: its counters are final, and
+                # frames_produced == frames + frames_queued reconciles the whole run.
+                try:
+                    monitor.report(launcher.report(), actor_restarts=launcher.actor_restarts,
+                                   progress=False)
+                except LearnerLost as err:
+                    failure = str(err)
+    finally:
+        try:
+            launcher.close()
+        finally:
+            monitor.close()
+    if failure is not None:
+        raise TrainingFailed(monitor.failure_message(failure))
+    result = monitor.result()
+    monitor.summary(result)
+    if signals.received is not None:
+        raise TrainingInterrupted(signals.received, result)
+    return result
+
+
+def _launcher(plan):
+    if plan.config.run.launcher == "local":
+        from impala_rep.run.launch_local import LocalLauncher
+
+        return LocalLauncher(plan)
+    from impala_rep.run.launch_ray import RayLauncher
+
+    return RayLauncher(plan)
+
+
+def _failure_in(report) -> str | None:
+    """Why the learner stopped on its own, if it failed."""
+    if report.error:
+        return f"the learner failed:\n{report.error}"
+    if report.non_finite:
+        return f"training stopped: {report.non_finite}"
+    return None

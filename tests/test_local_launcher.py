@@ -1,0 +1,112 @@
+"""`--launcher local`: learner and actors in one process, no Ray, the same outputs as under Ray.
+
+Each local run is its own subprocess: the local launcher builds the learner's Replicator in the
+process it runs in, and TensorFlow's devices can be configured only once per process.
+"""
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from test_shutdown import start_training, wait_for_training
+
+SMALL = dict(env="CartPole-v1", num_actors=2, envs_per_actor=16, unroll_length=20, batch_size=16,
+             total_frames=40_000, seed=4, report_every=0.5, checkpoint_every=1.0)
+
+
+def train_in_subprocess(keys: dict, *, resume: bool = False) -> subprocess.CompletedProcess:
+    """`train()` with the local launcher in a fresh process; prints whether Ray was imported."""
+    code = textwrap.dedent(f"""
+        import sys
+        from impala_rep.config import TrainConfig
+        from impala_rep.run.training import train
+        result = train(TrainConfig.from_keys({keys!r}), resume={resume!r})
+        print("RESULT", result.learner_steps, result.frames)
+        print("RAY IMPORTED", any(m.split(".")[0] == "ray" for m in sys.modules))
+    """)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+
+
+def records(logdir):
+    return [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_local_run_starts_no_ray_and_resumes(tmp_path):
+    logdir = tmp_path / "run"
+    proc = train_in_subprocess({**SMALL, "launcher": "local", "logdir": str(logdir)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "RAY IMPORTED False" in proc.stdout  # no Ray started, not even imported
+    steps, frames = map(int, proc.stdout.split("RESULT ")[1].split()[:2])
+    assert frames >= SMALL["total_frames"]
+    assert steps >= SMALL["total_frames"] // (SMALL["unroll_length"] * SMALL["batch_size"])
+    index = (logdir / "checkpoints" / "checkpoint").read_text()
+    assert f'"ckpt-{steps}"' in index  # the final checkpoint is of the final state
+    first = records(logdir)
+    assert first[-1]["frames_produced"] == first[-1]["frames"] + first[-1]["frames_queued"]
+
+    # Resume, locally, with a further end: the counters continue from the checkpoint.
+    more = train_in_subprocess({**SMALL, "launcher": "local", "logdir": str(logdir),
+                                "total_frames": 60_000}, resume=True)
+    assert more.returncode == 0, more.stderr[-3000:]
+    assert f"resumed from {logdir / 'checkpoints'}" in more.stdout
+    after = records(logdir)[len(first):]
+    assert after[0]["learner_steps"] >= steps and after[0]["frames"] >= frames
+    assert after[-1]["frames"] >= 60_000
+
+
+def test_local_and_ray_runs_write_the_same_records(local_ray, tmp_path):
+    from impala_rep.config import TrainConfig
+    from impala_rep.run.training import train
+
+    ray_dir, local_dir = tmp_path / "ray", tmp_path / "local"
+    train(TrainConfig.from_keys({**SMALL, "logdir": str(ray_dir)}))
+    proc = train_in_subprocess({**SMALL, "launcher": "local", "logdir": str(local_dir)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ray_records, local_records = records(ray_dir), records(local_dir)
+    assert set(ray_records[-1]) == set(local_records[-1])
+    assert ray_records[-1]["frames"] >= SMALL["total_frames"] <= local_records[-1]["frames"]
+    ray_config = json.loads((ray_dir / "config.json").read_text())
+    local_config = json.loads((local_dir / "config.json").read_text())
+    assert local_config["run"].pop("launcher") == "local" and ray_config["run"].pop("launcher") == "ray"
+    ray_config["run"].pop("logdir"), local_config["run"].pop("logdir")
+    assert ray_config == local_config
+    assert sorted(p.name for p in ray_dir.iterdir()) == sorted(p.name for p in local_dir.iterdir())
+
+
+def test_a_crashing_env_stops_a_local_run_as_under_ray(tmp_path):
+    keys = {**SMALL, "launcher": "local", "env": "crashing_env:CrashingCartPole-v1",
+            "total_frames": 1_000_000, "max_actor_failures": 2, "logdir": str(tmp_path / "run")}
+    code = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(__import__('pathlib').Path(__file__).parent)!r})
+        from impala_rep.config import TrainConfig
+        from impala_rep.run.training import TrainingFailed, train
+        try:
+            train(TrainConfig.from_keys({keys!r}))
+        except TrainingFailed as err:
+            print("FAILED", err)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert ("FAILED actors keep failing: 3 actor failures within 600 s (limit 2); the last, in "
+            "actor") in proc.stdout
+    assert "RuntimeError: simulated env crash" in proc.stdout
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_stops_a_local_run_with_a_checkpoint(tmp_path, signum, code):
+    logdir = tmp_path / "run"
+    process = start_training(logdir, "--launcher", "local")
+    wait_for_training(process, logdir)
+    process.send_signal(signum)
+    out, _ = process.communicate(timeout=120)
+    assert process.returncode == code, out
+    index = (logdir / "checkpoints" / "checkpoint").read_text()
+    last = records(logdir)[-1]
+    assert f'"ckpt-{last["learner_steps"]}"' in index
+    assert last["frames_produced"] == last["frames"] + last["frames_queued"]
+    assert "continue with: impala-rep train --resume" in out
