@@ -16,7 +16,6 @@ import time
 from impala_rep.learner.report import LearnerReport
 from impala_rep.run.errors import TrainingFailed, one_line
 from impala_rep.run.prepare import RunPlan
-from impala_rep.run.supervisor import ActorFailure, ActorSupervisor
 
 __all__ = ["LocalLauncher"]
 
@@ -28,7 +27,7 @@ class LocalLauncher:
     def __init__(self, plan: RunPlan):
         self._plan = plan
         self._service = None
-        self._supervisor: ActorSupervisor | None = None
+        self.fleet = None  # set by start()
         self.restored_from: str | None = None
 
     def connect(self) -> None:
@@ -47,21 +46,11 @@ class LocalLauncher:
             raise TrainingFailed(f"the learner could not start: {one_line(err)}") from None
         self.restored_from = self._service.restored_from
         first = self._service.report()
-        self._supervisor = ActorSupervisor(
-            fleet=_ThreadActorFleet(plan, self._service), num_actors=config.actors.num_actors,
-            seed=config.run.seed, start_step=first.learner_steps,
-            max_failures=config.actors.max_actor_failures)
+        self.fleet = _ThreadActorFleet(plan, self._service)
         return first
 
     def placement(self) -> None:
         return None
-
-    @property
-    def actor_restarts(self) -> int:
-        return self._supervisor.restarts if self._supervisor is not None else 0
-
-    def poll(self, timeout_s: float) -> list[ActorFailure]:
-        return self._supervisor.poll(timeout_s)
 
     def report(self) -> LearnerReport:
         return self._service.report()
@@ -71,8 +60,8 @@ class LocalLauncher:
         return self._service.save()
 
     def close(self) -> None:
-        if self._supervisor is not None:
-            self._supervisor.stop(timeout_s=30.0)
+        if self.fleet is not None:  # loops end once the learner stopped
+            self.fleet.stop(timeout_s=30.0)
         if self._service is not None:
             self._service.stop()  # idempotent; releases actor threads blocked in enqueue
 

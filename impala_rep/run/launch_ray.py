@@ -19,7 +19,6 @@ from impala_rep.learner.report import LearnerReport
 from impala_rep.run.errors import LearnerLost, TrainingFailed
 from impala_rep.run.prepare import RunPlan
 from impala_rep.run.ray_errors import describe_ray_error, failed_to_start
-from impala_rep.run.supervisor import ActorFailure, ActorSupervisor
 
 __all__ = ["RayLauncher"]
 
@@ -35,7 +34,7 @@ class RayLauncher:
         self._plan = plan
         self._started_ray = False
         self._learner = None
-        self._supervisor: ActorSupervisor | None = None
+        self.fleet = None  # set by start()
         self._learner_alive = True
         self.restored_from: str | None = None
 
@@ -56,11 +55,7 @@ class RayLauncher:
             first = self._learner.report()
         except (RuntimeError, ray.exceptions.RayError) as err:  # e.g. its constructor raised
             raise TrainingFailed(f"the learner could not start: {_describe(err)}") from None
-        self._fleet = _RayActorFleet(plan, self._learner)
-        self._supervisor = ActorSupervisor(
-            fleet=self._fleet, num_actors=config.actors.num_actors,
-            seed=config.run.seed, start_step=first.learner_steps,
-            max_failures=config.actors.max_actor_failures)
+        self.fleet = _RayActorFleet(plan, self._learner)
         return first
 
     def placement(self) -> str | None:
@@ -68,18 +63,11 @@ class RayLauncher:
         if not self._plan.config.run.ray_address:
             return None
         host_nodes = ray.get([host.node_id.remote() for host in self._learner.hosts])
-        actor_nodes = self._fleet.node_ids()
+        actor_nodes = self.fleet.node_ids()
         short = {node: node[:8] for node in host_nodes + actor_nodes}
         per_node = {short[n]: actor_nodes.count(n) for n in dict.fromkeys(actor_nodes)}
         return (f"placement: learner host(s) on node(s) {', '.join(short[n] for n in host_nodes)}; "
                 f"actors per node {per_node} ({len(set(host_nodes + actor_nodes))} node(s) in use)")
-
-    @property
-    def actor_restarts(self) -> int:
-        return self._supervisor.restarts if self._supervisor is not None else 0
-
-    def poll(self, timeout_s: float) -> list[ActorFailure]:
-        return self._supervisor.poll(timeout_s)
 
     def report(self) -> LearnerReport:
         try:
@@ -105,8 +93,8 @@ class RayLauncher:
     def close(self) -> None:
         """Stops the actors and, on a shared cluster, the learner; shuts an embedded Ray down."""
         try:
-            if self._supervisor is not None:
-                self._supervisor.stop(timeout_s=30.0)
+            if self.fleet is not None:  # loops end once the learner stopped; the rest are freed
+                self.fleet.stop(timeout_s=30.0)
             if self._learner is not None and not self._started_ray:
                 self._learner.kill()  # on a shared cluster nothing of this run may linger
         finally:

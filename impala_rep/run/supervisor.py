@@ -116,8 +116,3 @@ class ActorSupervisor:
             self._start(slot)
             failures.append(ActorFailure(slot=slot, cause=cause, restarts=self.restarts))
         return failures
-
-    def stop(self, timeout_s: float = 30.0) -> None:
-        """Waits up to `timeout_s` for the loops to end (the learner has stopped), then
-        frees every actor that is left."""
-        self._fleet.stop(timeout_s)

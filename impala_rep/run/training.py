@@ -8,11 +8,11 @@ metrics, the progress line, TensorBoard and events (`run/monitor.py`). The
 driver loop below only connects them; training never passes through it.
 
 A launcher answers: `connect()` (starts or joins Ray, if it uses it), `start() ->
-LearnerReport` (the learner built, restored on
-resume, and the actors started), `restored_from`, `placement()`, `poll(timeout_s)
--> [ActorFailure]` (raises `ActorCrashLoop`), `report() -> LearnerReport`
-(raises `LearnerLost`), `actor_restarts`, `stop_learner() -> checkpoint` (raises
-`LearnerLost`), `close()` and `abort()` (a second signal).
+LearnerReport` (the learner built, restored on resume), `restored_from`, `fleet`
+(where actors run: the `ActorFleet` the driver's `ActorSupervisor` fills),
+`placement()`, `report() -> LearnerReport` (raises `LearnerLost`), `stop_learner()
+-> checkpoint` (raises `LearnerLost`), `close()` (actors stopped, Ray shut down)
+and `abort()` (a second signal).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from impala_rep.run.errors import (LearnerLost, SetupError, TrainingFailed, Trai
 from impala_rep.run.monitor import Monitor, TrainResult
 from impala_rep.run.prepare import prepare
 from impala_rep.run.shutdown import StopSignals
-from impala_rep.run.supervisor import ActorCrashLoop
+from impala_rep.run.supervisor import ActorCrashLoop, ActorSupervisor
 
 __all__ = ["train", "TrainResult", "SetupError", "TrainingFailed", "TrainingInterrupted"]
 
@@ -68,12 +68,16 @@ def train(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
         with signals:
             launcher.connect()
             signals.install()  # Ray's start-up replaced our SIGTERM handler with its own
-            monitor.open(launcher.start(), restored_from=launcher.restored_from)
+            first = launcher.start()
+            monitor.open(first, restored_from=launcher.restored_from)
+            actors = ActorSupervisor(fleet=launcher.fleet, num_actors=config.actors.num_actors,
+                                     seed=config.run.seed, start_step=first.learner_steps,
+                                     max_failures=config.actors.max_actor_failures)
             if (placement := launcher.placement()) is not None:
                 monitor.say(placement)
             while failure is None and signals.received is None:
                 try:
-                    failures = launcher.poll(config.run.report_every_s)
+                    failures = actors.poll(config.run.report_every_s)
                     report = launcher.report()
                 except ActorCrashLoop as err:
                     failure = f"actors keep failing: {err}"
@@ -82,7 +86,7 @@ def train(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
                     failure = str(err)
                     break
                 monitor.actor_failures(failures)
-                monitor.report(report, actor_restarts=launcher.actor_restarts)
+                monitor.report(report, actor_restarts=actors.restarts)
                 failure = _failure_in(report)
                 if report.done:
                     break
@@ -98,7 +102,7 @@ def train(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
                 # One last record after the stop: its counters are final, and
                 # frames_produced == frames + frames_queued reconciles the whole run.
                 try:
-                    monitor.report(launcher.report(), actor_restarts=launcher.actor_restarts,
+                    monitor.report(launcher.report(), actor_restarts=actors.restarts,
                                    progress=False)
                 except LearnerLost as err:
                     failure = str(err)
