@@ -31,8 +31,9 @@ def main() -> None:
     results = []
     for seed in args.seeds:
         with tempfile.TemporaryDirectory() as logdir:
-            config = TrainConfig.from_keys(dict(env="CartPole-v1", num_actors=args.num_actors, total_frames=TARGET_FRAMES,
-                                 seed=seed, logdir=logdir + "/run"))
+            config = TrainConfig.from_keys(dict(env="CartPole-v1", num_actors=args.num_actors,
+                                                total_frames=TARGET_FRAMES, seed=seed,
+                                                logdir=logdir + "/run"))
             result = train(config)
         hit = next((r for r in result.records
                     if r["episode_return_mean"] is not None and r["episode_return_mean"] >= TARGET_RETURN), None)

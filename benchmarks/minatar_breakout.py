@@ -51,8 +51,9 @@ def main() -> None:
                         help="also report frames and seconds to this score (e.g. a published one)")
     parser.add_argument("--out", default="runs/benchmarks/minatar_breakout.json")
     args = parser.parse_args()
-    config = TrainConfig.from_keys(dict(env=ENV, num_actors=args.num_actors, total_frames=args.total_frames, seed=args.seed,
-                         **dict(SETTINGS, learning_rate=args.learning_rate)))
+    config = TrainConfig.from_keys(dict(SETTINGS, env=ENV, num_actors=args.num_actors,
+                                        total_frames=args.total_frames, seed=args.seed,
+                                        learning_rate=args.learning_rate))
     result = train(config)  # the records it returns are all the JSON needs: no logdir
     scores = sorted(set(THRESHOLDS) | ({args.target_return} if args.target_return is not None else set()))
     rows, reached = [], []

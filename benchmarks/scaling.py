@@ -60,9 +60,9 @@ def steady(records, key) -> float:
 
 def run_cell(*, actors: int, devices: str, hosts: int, frames: int, settings: dict) -> dict:
     with tempfile.TemporaryDirectory() as logdir:
-        config = TrainConfig.from_keys(dict(**{**settings, "num_actors": max(actors, hosts), "learner_devices": devices,
-                                "learner_hosts": hosts, "total_frames": frames,
-                                "logdir": logdir + "/run"}))
+        config = TrainConfig.from_keys({**settings, "num_actors": max(actors, hosts),
+                                        "learner_devices": devices, "learner_hosts": hosts,
+                                        "total_frames": frames, "logdir": logdir + "/run"})
         result = train(config)
     replicas = hosts * (int(devices.partition(":")[2] or 1))
     return {"actors": config.actors.num_actors, "learner_devices": devices, "learner_hosts": hosts,

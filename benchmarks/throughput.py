@@ -48,14 +48,15 @@ def steady(records, key):
 
 def measure(*, name: str, settings: dict, actor_counts, frames: int, out: str) -> None:
     """One training run per actor count with `settings`; prints the table, writes JSON."""
-    defaults = TrainConfig.from_keys(dict(**settings))
-    raw = raw_env_fps(defaults.env, defaults.envs_per_actor)
-    print(f"raw env stepping ({defaults.envs_per_actor} envs, random actions, one process): {raw:,.0f} frames/s")
+    defaults = TrainConfig.from_keys(settings)
+    envs = defaults.actors.envs_per_actor
+    raw = raw_env_fps(defaults.env.id, envs)
+    print(f"raw env stepping ({envs} envs, random actions, one process): {raw:,.0f} frames/s")
     results = []
     for actors in actor_counts:
         with tempfile.TemporaryDirectory() as logdir:
-            config = TrainConfig.from_keys(dict(**{**settings, "num_actors": actors, "total_frames": frames,
-                                    "logdir": logdir + "/run"}))
+            config = TrainConfig.from_keys({**settings, "num_actors": actors, "total_frames": frames,
+                                            "logdir": logdir + "/run"})
             result = train(config)
         busy = steady(result.records, "learner_busy_fraction")
         results.append({"actors": actors, "env_fps": round(steady(result.records, "env_fps")),

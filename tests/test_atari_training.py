@@ -19,7 +19,7 @@ def test_pong_smoke_run_with_lstm(local_ray, tmp_path):
     # total_frames counts env frames: 4 per agent step with Atari's frame skip.
     settings.update(envs_per_actor=4, unroll_length=10, batch_size=8, total_frames=4 * 10 * 8 * 3)
     config = TrainConfig.from_keys(dict(env="ALE/Pong-v5", num_actors=2, use_lstm=True, seed=3,
-                         logdir=str(tmp_path / "run"), report_every=1.0, **settings))
+                                        logdir=str(tmp_path / "run"), report_every=1.0, **settings))
     result = train(config)
     assert result.learner_steps >= 3
     assert result.frames == 4 * 10 * 8 * result.learner_steps  # reported in env frames

@@ -102,7 +102,7 @@ def test_env_options_are_checked_before_a_run_starts():
         # A range is the config's to refuse; an option that does not apply to the env,
         # the preparation's (it reads the env id's form, nothing is started).
         with pytest.raises(ValueError, match=message):
-            prepare(TrainConfig.from_keys(dict(**kwargs)))
+            prepare(TrainConfig.from_keys(kwargs))
 
 
 def test_auto_network_on_a_minatar_observation_is_the_minatar_cnn(closing):

@@ -78,7 +78,8 @@ def records(logdir):
 
 def test_a_killed_actor_is_replaced_and_counted(local_ray, tmp_path):
     logdir = tmp_path / "run"
-    config = TrainConfig.from_keys(dict(num_actors=2, total_frames=150_000, seed=2, logdir=str(logdir), **SMALL))
+    config = TrainConfig.from_keys(dict(SMALL, num_actors=2, total_frames=150_000, seed=2,
+                                        logdir=str(logdir)))
     killer = kill_when(lambda: (logdir / "metrics.jsonl").exists()
                        and (logdir / "metrics.jsonl").stat().st_size > 0, "_ActorProcess")
     result = train(config)
@@ -95,8 +96,9 @@ def test_a_killed_actor_is_replaced_and_counted(local_ray, tmp_path):
 
 def test_killed_learner_stops_the_run_and_resume_continues_on_two_replicas(local_ray, tmp_path):
     logdir = tmp_path / "run"
-    config = TrainConfig.from_keys(dict(num_actors=1, total_frames=300_000, seed=3, logdir=str(logdir),
-                         checkpoint_every=0.5, learner_devices="cpu", **SMALL))
+    config = TrainConfig.from_keys(dict(SMALL, num_actors=1, total_frames=300_000, seed=3,
+                                        logdir=str(logdir), checkpoint_every=0.5,
+                                        learner_devices="cpu"))
     killer = kill_when(lambda: (logdir / "checkpoints" / "checkpoint").exists(), "LearnerHost")
     with pytest.raises(TrainingFailed) as failed:
         train(config)
@@ -126,8 +128,9 @@ def test_killed_learner_stops_the_run_and_resume_continues_on_two_replicas(local
 
 
 def test_an_env_that_keeps_crashing_stops_the_run(local_ray, tmp_path):
-    config = TrainConfig.from_keys(dict(**{**SMALL, "env": "crashing_env:CrashingCartPole-v1"}, num_actors=2,
-                         total_frames=1_000_000, max_actor_failures=2, logdir=str(tmp_path / "run")))
+    config = TrainConfig.from_keys(dict(SMALL, env="crashing_env:CrashingCartPole-v1", num_actors=2,
+                                        total_frames=1_000_000, max_actor_failures=2,
+                                        logdir=str(tmp_path / "run")))
     with pytest.raises(TrainingFailed, match=r"actors keep failing: 3 actor failures within 600 s "
                                              r"\(limit 2\).*RuntimeError: simulated env crash"):
         train(config)

@@ -21,9 +21,10 @@ RANDOM_POLICY_RETURN = 22.0  # CartPole-v1 with uniform random actions averages 
 
 def test_cartpole_learns_with_two_actors_and_two_replicas(local_ray, tmp_path, capsys):
     logdir = tmp_path / "run"
-    config = TrainConfig.from_keys(dict(env="CartPole-v1", num_actors=2, envs_per_actor=16, unroll_length=20,
-                         batch_size=32, learner_devices="cpu:2", total_frames=200_000, seed=1,
-                         logdir=str(logdir), report_every=1.0))
+    config = TrainConfig.from_keys(dict(env="CartPole-v1", num_actors=2, envs_per_actor=16,
+                                        unroll_length=20, batch_size=32, learner_devices="cpu:2",
+                                        total_frames=200_000, seed=1, logdir=str(logdir),
+                                        report_every=1.0))
     result = train(config)
     out = capsys.readouterr().out
 
