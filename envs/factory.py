@@ -77,8 +77,10 @@ class EnvSpec:
 def describe_env(env_id: str) -> EnvSpec:
     """Builds one `env_id` environment, reads its spaces and closes it.
 
-    Raises ValueError for unknown ids, Atari ids without `ale_py`, MinAtar ids
-    without `minatar`, and non-Discrete action spaces.
+    Raises a one-line ValueError for unknown ids, ids whose package is missing
+    (Atari without `ale_py`, MinAtar without `minatar`, gymnasium's optional
+    dependencies such as Box2D), non-Discrete action spaces and observations
+    the actors and networks cannot take.
     """
     _check_env_id(env_id)
     if atari.is_atari_id(env_id):
@@ -100,14 +102,39 @@ def describe_env(env_id: str) -> EnvSpec:
                            num_actions=_num_discrete_actions(env_id, env.single_action_space))
         finally:
             env.close()
-    env = gymnasium.make(env_id)
+    try:
+        env = gymnasium.make(env_id)
+    except gymnasium.error.DependencyNotInstalled as err:
+        # gymnasium's message names what to install (e.g. `pip install "gymnasium[box2d]"`).
+        raise ValueError(f"environment id {env_id!r} needs a package that is not installed: "
+                         f"{_first_line(err)}") from None
     try:
         num_actions = _num_discrete_actions(env_id, env.action_space)
+        _check_observation_space(env_id, env.observation_space)
         return EnvSpec(observation_shape=tuple(env.observation_space.shape),
                        observation_dtype=np.dtype(env.observation_space.dtype),
                        num_actions=num_actions)
     finally:
         env.close()
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def _check_observation_space(env_id: str, space: gymnasium.Space) -> None:
+    """One-line ValueError unless the actors and networks can take `space`: a numeric Box
+    of rank 1 (vectors, MLP) or 3 (images [H, W, C], CNN)."""
+    if not isinstance(space, gymnasium.spaces.Box):
+        raise ValueError(f"environment {env_id!r} has observation space {space}; only Box "
+                         "observations (arrays of rank 1 or 3) are supported: the actors batch "
+                         "observations as one array and the networks take vectors or images")
+    if len(space.shape) not in (1, 3):
+        raise ValueError(f"environment {env_id!r} has observations of shape {space.shape}; only "
+                         "rank 1 (vectors, MLP) or rank 3 (images [H, W, C], CNN) are supported")
+    if not (np.issubdtype(space.dtype, np.number) or space.dtype == np.bool_):
+        raise ValueError(f"environment {env_id!r} has observations of dtype {space.dtype}; "
+                         "only numeric observations are supported")
 
 
 def make_vector_env(env_id: str, *, num_envs: int, seed: int, sticky_actions: float | None = None,

@@ -24,13 +24,14 @@ from impala_rep.code_spec import parse_code_spec
 from impala_rep.devices import parse_devices
 
 __all__ = ["TrainConfig", "EnvConfig", "AgentConfig", "ActorConfig", "LearnerConfig", "LossConfig",
-           "OptimizerConfig", "RunConfig", "NETWORKS", "REWARD_CLIPPING", "LAUNCHERS",
-           "ConfigField", "config_fields", "STICKY_ACTIONS_RANGE", "is_sticky_probability"]
+           "OptimizerConfig", "RunConfig", "NETWORKS", "REWARD_CLIPPING", "LAUNCHERS", "ConfigField",
+           "config_fields", "STICKY_ACTIONS_RANGE", "is_sticky_probability", "SEED_RANGE", "is_seed"]
 
 NETWORKS = ("auto", "mlp", "shallow", "deep", "minatar")
 REWARD_CLIPPING = ("abs_one", "none")
 LAUNCHERS = ("ray", "local")
 STICKY_ACTIONS_RANGE = "a probability in [0, 1)"  # its one statement (flags, env builders use it)
+SEED_RANGE = "an integer in [0, 2**32)"
 
 
 def _field(default: Any, help: str, *, flag: str | None = None, choices: tuple | None = None,
@@ -58,6 +59,11 @@ def _is_number(value: Any) -> bool:
 def is_sticky_probability(value: Any) -> bool:
     """Whether `value` is a repeat-action probability: 1 would never take the chosen action."""
     return _is_number(value) and 0.0 <= value < 1.0
+
+
+def is_seed(value: Any) -> bool:
+    """Whether `value` can seed a run (numpy's SeedSequence takes no negative entropy)."""
+    return _is_int(value) and 0 <= value < 2**32
 
 
 def _positive_ints(config: Any, *names: str) -> None:
@@ -144,8 +150,6 @@ class ActorConfig:
     # Many envs per policy call: one call costs ~0.5 ms whatever the batch.
     envs_per_actor: int = _field(64, "environments each actor steps together")
     unroll_length: int = _field(20, "T, steps per unroll")
-    # More failures than this within 10 minutes stop the run: an env that crashes on
-    # every start would otherwise loop forever (docs/long_jobs.md).
     max_actor_failures: int = _field(10, "actor failures (each replaced) tolerated within 10 "
                                          "minutes before the run stops")
 
@@ -159,13 +163,10 @@ class LearnerConfig:
 
     devices: str = _field("cpu", "Replicator device spec per learner host, e.g. cpu:2, gpu or "
                                  "tpu:NAME", flag="--learner-devices")
-    # Hosts (Ray actors) in one MultiWorkerMirroredStrategy group, each fed by its
-    # round-robin share of the actors, training on B / hosts columns per step.
     hosts: int = _field(1, "learner processes forming one MultiWorkerMirroredStrategy group, each "
                            "fed by its round-robin share of the actors (docs/cluster.md)",
                         flag="--learner-hosts")
     batch_size: int = _field(32, "B, unrolls (env columns) per learner step")
-    # A deeper queue only adds policy lag.
     queue_capacity: int = _field(1, "unroll blocks the learner queues before actors wait; bounds "
                                     "policy lag")
     checkpoint_every_s: float = _field(
@@ -261,7 +262,7 @@ class RunConfig:
 
     def __post_init__(self):
         _positive_ints(self, "total_frames")
-        _require(_is_int(self.seed), "seed", self.seed, "must be an integer")
+        _require(is_seed(self.seed), "seed", self.seed, f"must be {SEED_RANGE}")
         _numbers(self, ("report_every_s",), lambda v: v > 0, "must be a positive number")
         _require(self.launcher in LAUNCHERS, "launcher", self.launcher,
                  f"must be one of {', '.join(LAUNCHERS)}")

@@ -182,13 +182,16 @@ class LearnerService:
         """Writes a final checkpoint after `stop`; returns (path, learner step).
 
         Writes nothing (and returns the last good checkpoint) if training stopped
-        on a non-finite loss or an error: the state in memory is not trusted then.
+        on a non-finite loss or an error, when the state in memory is not trusted,
+        or before the first step.
         """
         if self._thread.is_alive():
             raise RuntimeError("save() needs the training thread stopped: call stop() first")
         if self._checkpoint is None:
             return None
-        if self._error is None and self._non_finite is None:
+        # Not at step 0 either: untrained weights are nothing to resume from, and a run that
+        # failed before its first step then leaves no checkpoint (the driver cleans up).
+        if self._error is None and self._non_finite is None and self._learner.num_steps > 0:
             self._save_checkpoint()
         return self._last_checkpoint
 

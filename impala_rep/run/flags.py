@@ -10,7 +10,7 @@ The parsers read the text: `int`, `float`, `str`, `bool` (a switch),
 `tuple[int, ...]` as `64,64`, and `X | None` also as the word `none`. The
 dataclasses check the values (a bad one: `bad <key> <value>: ...`). A few
 ranges are checked here as well, for a message naming the flag: counts (every
-integer but those in `_ANY_INTEGER`, and layer sizes) are positive, and
+integer but those in `_INT_RANGES`, and layer sizes) are positive, and
 `_RANGES`; tests/test_cli.py checks that each takes exactly what its field takes.
 """
 
@@ -21,15 +21,16 @@ import types
 import typing
 from typing import Any, Callable
 
-from impala_rep.config import (STICKY_ACTIONS_RANGE, ConfigField, TrainConfig, config_fields,
-                               is_sticky_probability)
+from impala_rep.config import (SEED_RANGE, STICKY_ACTIONS_RANGE, ConfigField, TrainConfig,
+                               config_fields, is_seed, is_sticky_probability)
 
 __all__ = ["add_config_flags", "config_values", "format_value", "positive_int", "NONE"]
 
 NONE = "none"  # the word an optional field's flag takes for None
 
-# Integer fields that may be zero or negative; every other integer is a count.
-_ANY_INTEGER = frozenset({"seed"})
+# Integer fields whose range is not "positive" (every other integer is a count):
+# key -> (what is allowed, check), the config's own statement of it.
+_INT_RANGES: dict[str, tuple[str, Callable[[int], bool]]] = {"seed": (SEED_RANGE, is_seed)}
 # Float fields whose range the flag checks too: key -> (what is allowed, check).
 _RANGES: dict[str, tuple[str, Callable[[float], bool]]] = {
     "sticky_actions": (STICKY_ACTIONS_RANGE, is_sticky_probability),
@@ -68,9 +69,8 @@ def _int_tuple(text: str) -> tuple[int, ...]:
 
 def _parser(key: str, kind: Any, optional: bool) -> Callable[[str], Any]:
     if kind is int:
-        if key in _ANY_INTEGER:
-            return _checked(int, "an integer", optional=optional)
-        return _checked(int, "a positive integer", _positive, optional=optional)
+        what, ok = _INT_RANGES.get(key, ("a positive integer", _positive))
+        return _checked(int, what, ok, optional=optional)
     if kind is float:
         what, ok = _RANGES.get(key, ("a number", lambda v: True))
         return _checked(float, what, ok, optional=optional)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
+import shutil
 import time
 from typing import Any, TextIO
 
@@ -45,6 +46,9 @@ class Monitor:
         self.records: list[dict[str, Any]] = []
         self.last_checkpoint: tuple[str, int] | None = None
         config = plan.config
+        # What a failed new run may remove again: its directory, or an empty one's contents.
+        self._discardable = config.run.logdir is not None and not plan.resume
+        self._made_dir = self._discardable and not pathlib.Path(config.run.logdir).exists()
         hosts = "" if config.learner.hosts == 1 else f"{config.learner.hosts} hosts x "
         logdir = config.run.logdir
         print(f"impala-rep: {'resuming' if plan.resume else 'training'} {config.env.id} with "
@@ -126,11 +130,26 @@ class Monitor:
         from impala_rep.learner.checkpointing import CHECKPOINT_SUBDIR, newest_checkpoint
 
         last = newest_checkpoint(pathlib.Path(logdir) / CHECKPOINT_SUBDIR) or self.last_checkpoint
+        if last is None and self._discardable:
+            # Nothing to resume: leave nothing behind, so the same command can run again.
+            self._discard(pathlib.Path(logdir))
+            return (f"{failure}\nno checkpoint was written yet, so nothing of this run was kept "
+                    f"({logdir} removed); run the same command again")
         if last is None:
             return f"{failure}; no checkpoint was written yet, so the run cannot be resumed"
         path, step = last
         return (f"{failure}\nthe last good checkpoint is {path} (learner step {step:,}); continue "
                 f"with: impala-rep train --resume {logdir}")
+
+    def _discard(self, path: pathlib.Path) -> None:
+        if self._made_dir:
+            shutil.rmtree(path, ignore_errors=True)
+        elif path.is_dir():  # it was empty when the run started
+            for child in path.iterdir():
+                if child.is_dir():
+                    shutil.rmtree(child, ignore_errors=True)
+                else:
+                    child.unlink()
 
     def _wall_s(self, now: float | None = None) -> float:
         return round((time.monotonic() if now is None else now) - self._start, 3)
