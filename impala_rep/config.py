@@ -9,29 +9,27 @@ group it needs, as it is (the `Learner` takes `LossConfig` and
 A field's metadata holds its help text and, where it is not `--` + its name,
 its flag. Presets, `--resume` changes and error messages name a field by its
 *key*: the flag without dashes (`--learner-devices` -> `learner_devices`).
-A leaf module: it imports only `impala_rep.devices` and `.code_spec`, so the command line
+A leaf module: it imports only `impala_rep.devices`, `.code_spec` and `.value_checks`, so the command line
 checks every value without importing TensorFlow, gymnasium or Ray.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
 from typing import Any, Iterator, Mapping
 
 from impala_rep.code_spec import parse_code_spec
 from impala_rep.devices import parse_devices
+from impala_rep.value_checks import (SEED_RANGE, STICKY_ACTIONS_RANGE, is_int, is_number, is_seed,
+                                     is_sticky_probability, require)
 
 __all__ = ["TrainConfig", "EnvConfig", "AgentConfig", "ActorConfig", "LearnerConfig", "LossConfig",
            "OptimizerConfig", "RunConfig", "NETWORKS", "REWARD_CLIPPING", "LAUNCHERS", "ConfigField",
-           "config_fields", "STICKY_ACTIONS_RANGE", "is_sticky_probability", "SEED_RANGE", "is_seed"]
+           "config_fields"]
 
 NETWORKS = ("auto", "mlp", "shallow", "deep", "minatar")
 REWARD_CLIPPING = ("abs_one", "none")
 LAUNCHERS = ("ray", "local")
-STICKY_ACTIONS_RANGE = "a probability in [0, 1)"  # its one statement (flags, env builders use it)
-SEED_RANGE = "an integer in [0, 2**32)"
 
 
 def _field(default: Any, help: str, *, flag: str | None = None, choices: tuple | None = None,
@@ -42,34 +40,10 @@ def _field(default: Any, help: str, *, flag: str | None = None, choices: tuple |
         "help": help, "flag": flag, "choices": choices, "metavar": metavar})
 
 
-def _require(condition: bool, key: str, value: Any, allowed: str) -> None:
-    if not condition:
-        raise ValueError(f"bad {key} {value!r}: {allowed}")
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-
-
-
-def is_sticky_probability(value: Any) -> bool:
-    """Whether `value` is a repeat-action probability: 1 would never take the chosen action."""
-    return _is_number(value) and 0.0 <= value < 1.0
-
-
-def is_seed(value: Any) -> bool:
-    """Whether `value` can seed a run (numpy's SeedSequence takes no negative entropy)."""
-    return _is_int(value) and 0 <= value < 2**32
-
-
 def _positive_ints(config: Any, *names: str) -> None:
     for name in names:
         value = getattr(config, name)
-        _require(_is_int(value) and value >= 1, _key(config, name), value, "must be a positive integer")
+        require(is_int(value) and value >= 1, _key(config, name), value, "must be a positive integer")
 
 
 def _numbers(config: Any, names: tuple[str, ...], ok, allowed: str, *, optional: bool = False) -> None:
@@ -77,7 +51,7 @@ def _numbers(config: Any, names: tuple[str, ...], ok, allowed: str, *, optional:
         value = getattr(config, name)
         if value is None and optional:
             continue
-        _require(_is_number(value) and ok(value), _key(config, name), value,
+        require(is_number(value) and ok(value), _key(config, name), value,
                  allowed + (", or None" if optional else ""))
 
 
@@ -104,11 +78,11 @@ class EnvConfig:
                "so returns are one life's score)")
 
     def __post_init__(self):
-        _require(isinstance(self.id, str) and bool(self.id), "env", self.id, "must be a gymnasium id")
+        require(isinstance(self.id, str) and bool(self.id), "env", self.id, "must be a gymnasium id")
         sticky = self.sticky_actions
-        _require(sticky is None or is_sticky_probability(sticky), "sticky_actions",
+        require(sticky is None or is_sticky_probability(sticky), "sticky_actions",
                  sticky, f"must be {STICKY_ACTIONS_RANGE}, or None for the env's own")
-        _require(isinstance(self.episodic_life, bool), "episodic_life", self.episodic_life,
+        require(isinstance(self.episodic_life, bool), "episodic_life", self.episodic_life,
                  "must be True or False")
 
 
@@ -130,13 +104,13 @@ class AgentConfig:
               "It runs your code", flag="--agent", metavar="MODULE:FACTORY")
 
     def __post_init__(self):
-        _require(self.network in NETWORKS, "network", self.network,
+        require(self.network in NETWORKS, "network", self.network,
                  f"must be one of {', '.join(NETWORKS)}")
-        _require(isinstance(self.use_lstm, bool), "use_lstm", self.use_lstm, "must be True or False")
-        _require(not (self.use_lstm and self.network == "mlp"), "network", self.network,
+        require(isinstance(self.use_lstm, bool), "use_lstm", self.use_lstm, "must be True or False")
+        require(not (self.use_lstm and self.network == "mlp"), "network", self.network,
                  "the MLP agent has no LSTM core; use --network shallow or deep with --use-lstm")
-        _require(isinstance(self.hidden_sizes, tuple) and len(self.hidden_sizes) >= 1
-                 and all(_is_int(h) and h >= 1 for h in self.hidden_sizes),
+        require(isinstance(self.hidden_sizes, tuple) and len(self.hidden_sizes) >= 1
+                 and all(is_int(h) and h >= 1 for h in self.hidden_sizes),
                  "hidden_sizes", self.hidden_sizes, "must be one or more positive layer sizes")
         if self.factory is not None:
             parse_code_spec(self.factory, what="agent")
@@ -181,7 +155,7 @@ class LearnerConfig:
             # MultiWorkerMirroredStrategy replicates over a host's GPUs, or over ONE
             # CPU device: logical CPU devices are not used across hosts, and a TPU
             # slice is one TPUStrategy, not a group of hosts.
-            _require(spec.kind in ("cpu", "gpu", "auto") and not (spec.kind == "cpu" and spec.count > 1),
+            require(spec.kind in ("cpu", "gpu", "auto") and not (spec.kind == "cpu" and spec.count > 1),
                      "learner_devices", self.devices,
                      f"with learner_hosts {self.hosts} each host uses its GPUs or one CPU; "
                      "use 'cpu', 'gpu', 'gpu:N' or 'auto'")
@@ -189,7 +163,7 @@ class LearnerConfig:
             total = self.hosts * (spec.count or 1)
             where = (f"the {spec.count} learner replicas of {self.devices!r}" if self.hosts == 1
                      else f"{self.hosts} learner hosts x {spec.count or 1} replicas each")
-            _require(self.batch_size % total == 0, "batch_size", self.batch_size,
+            require(self.batch_size % total == 0, "batch_size", self.batch_size,
                      f"must split evenly over {where}; use a multiple of {total}")
 
     @property
@@ -221,7 +195,7 @@ class LossConfig:
         _numbers(self, ("baseline_cost", "entropy_cost"), lambda v: v >= 0, "must be >= 0")
         _numbers(self, ("clip_rho_threshold", "clip_pg_rho_threshold"), lambda v: v > 0,
                  "must be > 0", optional=True)
-        _require(self.reward_clipping in REWARD_CLIPPING, "reward_clipping", self.reward_clipping,
+        require(self.reward_clipping in REWARD_CLIPPING, "reward_clipping", self.reward_clipping,
                  "must be " + " or ".join(repr(c) for c in REWARD_CLIPPING))
         if self.function is not None:
             parse_code_spec(self.function, what="loss")
@@ -259,14 +233,17 @@ class RunConfig:
                                   "process, as threads, no Ray (debugging, tests)", choices=LAUNCHERS)
     report_every_s: float = _field(2.0, "seconds between progress lines and metrics records",
                                    flag="--report-every", metavar="SECONDS")
+    verbose: bool = _field(False, "also show TensorFlow's, CUDA's and Ray's own log lines (worker "
+                                  "output included) on the console")
 
     def __post_init__(self):
         _positive_ints(self, "total_frames")
-        _require(is_seed(self.seed), "seed", self.seed, f"must be {SEED_RANGE}")
+        require(is_seed(self.seed), "seed", self.seed, f"must be {SEED_RANGE}")
+        require(isinstance(self.verbose, bool), "verbose", self.verbose, "must be True or False")
         _numbers(self, ("report_every_s",), lambda v: v > 0, "must be a positive number")
-        _require(self.launcher in LAUNCHERS, "launcher", self.launcher,
+        require(self.launcher in LAUNCHERS, "launcher", self.launcher,
                  f"must be one of {', '.join(LAUNCHERS)}")
-        _require(not (self.launcher == "local" and self.ray_address), "ray_address", self.ray_address,
+        require(not (self.launcher == "local" and self.ray_address), "ray_address", self.ray_address,
                  "the local launcher starts no Ray; use --launcher ray to join a cluster")
 
 
@@ -328,14 +305,14 @@ class TrainConfig:
 
     def __post_init__(self):
         for group, cls in _GROUPS.items():
-            _require(isinstance(getattr(self, group), cls), group, getattr(self, group),
+            require(isinstance(getattr(self, group), cls), group, getattr(self, group),
                      f"must be a {cls.__name__}")
         # Only what spans two groups is checked here; each group checked itself.
         hosts = self.learner.hosts
-        _require(self.actors.num_actors >= hosts, "num_actors", self.actors.num_actors,
+        require(self.actors.num_actors >= hosts, "num_actors", self.actors.num_actors,
                  f"every one of the {hosts} learner hosts needs an actor; use at least {hosts}")
         # The local launcher runs one learner in its own process: a group of hosts needs Ray.
-        _require(self.run.launcher == "ray" or hosts == 1, "learner_hosts", hosts,
+        require(self.run.launcher == "ray" or hosts == 1, "learner_hosts", hosts,
                  "must be 1 with --launcher local (several learner hosts need --launcher ray)")
 
     # --- keys: the flat names flags, presets and resume use -------------------------

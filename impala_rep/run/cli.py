@@ -8,7 +8,6 @@ values and config objects. The `train` flags are the config's fields
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 # TensorFlow-, gymnasium- and Ray-free: `--help` and misuse stay fast.
@@ -109,9 +108,8 @@ def explicit_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # TensorFlow's C++ start-up chatter (oneDNN, CUDA probing) buries the progress
-    # lines; quiet it here at the entry point, never at package import.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from impala_rep.run.console import quiet_native_logs
+
     parser = build_parser()
     args = parse_args(argv)
     if args.command == "demo":
@@ -119,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         if count and args.batch_size % count:
             parser.error(f"argument --batch-size: {args.batch_size} does not split evenly over "
                          f"{count} replicas; use a multiple of {count}")
+        quiet_native_logs(verbose=False)  # see run/console.py: at the entry point, not on import
         from impala_rep.run.replication_demo import run_demo
 
         result = run_demo(devices=args.devices, steps=args.steps, batch_size=args.batch_size)
@@ -135,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                 config = config_from_args(args)
         except ValueError as err:
             parser.error(str(err))
+        quiet_native_logs(config.run.verbose)
         from impala_rep.run.shutdown import exit_code
         from impala_rep.run.training import SetupError, TrainingFailed, TrainingInterrupted, train
 

@@ -21,8 +21,8 @@ import types
 import typing
 from typing import Any, Callable
 
-from impala_rep.config import (SEED_RANGE, STICKY_ACTIONS_RANGE, ConfigField, TrainConfig,
-                               config_fields, is_seed, is_sticky_probability)
+from impala_rep.config import ConfigField, TrainConfig, config_fields
+from impala_rep.value_checks import SEED_RANGE, STICKY_ACTIONS_RANGE, is_seed, is_sticky_probability
 
 __all__ = ["add_config_flags", "config_values", "format_value", "positive_int", "NONE"]
 

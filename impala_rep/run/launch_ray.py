@@ -8,7 +8,6 @@ through it.
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import ray
 
 from impala_rep.learner.report import LearnerReport
+from impala_rep.run.console import ray_console_options
 from impala_rep.run.errors import LearnerLost, TrainingFailed
 from impala_rep.run.prepare import RunPlan
 from impala_rep.run.ray_errors import describe_ray_error, failed_to_start
@@ -166,8 +166,9 @@ def _start_ray(config) -> bool:
     """Connects to `config.run.ray_address` or starts an embedded Ray; True if we started it."""
     if ray.is_initialized():
         return False
+    console = ray_console_options(config.run.verbose)
     if config.run.ray_address:
-        ray.init(address=config.run.ray_address, logging_level=logging.WARNING)
+        ray.init(address=config.run.ray_address, **console)
         return False
     # Embedded Ray for a single machine: bound to loopback, no dashboard, enough
     # CPU slots for every learner host and every actor even on a 2-core machine (they
@@ -176,7 +177,7 @@ def _start_ray(config) -> bool:
         num_cpus=max(os.cpu_count() or 1, config.actors.num_actors + config.learner.hosts),
         include_dashboard=False,
         _node_ip_address="127.0.0.1",
-        logging_level=logging.WARNING,
+        **console,
         # Workers inherit the driver's TensorFlow log level (quiet by default).
         runtime_env={"env_vars": {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}},
     )

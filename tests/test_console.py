@@ -1,0 +1,39 @@
+"""A quiet console: a CPU-only `train` prints its own lines and nothing that looks like an error.
+
+Run for real through the command, under Ray and under the local launcher; with
+`--verbose` TensorFlow's own lines come back.
+"""
+
+import subprocess
+import sys
+
+import pytest
+
+# The run's own lines: its "impala-rep: ..." messages, the progress line and the summary table.
+OWN = ("impala-rep", "[", "  ")
+
+
+def _train(*args):
+    return subprocess.run([sys.executable, "-m", "impala_rep", "train", "--total-frames", "20000",
+                           "--envs-per-actor", "16", "--batch-size", "16", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def _foreign(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.strip() and not line.startswith(OWN)]
+
+
+@pytest.mark.parametrize("launcher", ["ray", "local"])
+def test_a_cpu_run_prints_only_its_own_lines(launcher, tmp_path):
+    proc = _train("--launcher", launcher, "--logdir", str(tmp_path / "run"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _foreign(proc.stdout) == []
+    assert _foreign(proc.stderr) == []
+    assert "final mean return" in proc.stdout
+
+
+def test_verbose_shows_tensorflows_own_lines(tmp_path):
+    proc = _train("--launcher", "local", "--verbose", "--logdir", str(tmp_path / "run"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    foreign = _foreign(proc.stderr)
+    assert any("cuda" in line.lower() or "onednn" in line.lower() for line in foreign), proc.stderr
