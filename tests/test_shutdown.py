@@ -15,6 +15,8 @@ pytest.importorskip("ray")
 
 from test_reliability import is_descendant  # noqa: E402
 
+from impala_rep.run.loopback import is_loopback  # noqa: E402
+
 
 def descendants(pid: int) -> set[int]:
     return {int(p.name) for p in pathlib.Path("/proc").iterdir()
@@ -32,6 +34,13 @@ def alive(pids: set[int]) -> set[int]:
         if state != "Z":
             running.add(pid)
     return running
+
+
+def listening_addresses(pids: set[int]) -> set[str]:
+    """"ADDRESS:PORT" on which any of `pids` listens, as `ss -ltnp` shows them."""
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    return {line.split()[3] for line in out.splitlines()
+            if any(f"pid={pid}," in line for pid in pids)}
 
 
 def listening_ports(pids: set[int]) -> set[int]:
@@ -86,6 +95,10 @@ def test_a_signal_saves_a_checkpoint_and_exits_cleanly(tmp_path, signum, code):
     assert len(spawned) >= 3  # Ray's own processes, the learner, the actor
     # The embedded Ray runs without its dashboard: nothing of the run serves port 8265.
     assert not listening_ports(spawned | {process.pid}) & {8265}
+    # And every server of the run (raylet, GCS, workers, the driver) listens on loopback only.
+    addresses = listening_addresses(spawned | {process.pid})
+    assert len(addresses) >= 4, addresses
+    assert all(is_loopback(address.rsplit(":", 1)[0]) for address in addresses), addresses
     process.send_signal(signum)
     out, _ = process.communicate(timeout=120)
 

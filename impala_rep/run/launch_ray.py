@@ -9,6 +9,7 @@ through it.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from typing import Any
 
@@ -17,6 +18,7 @@ import ray
 from impala_rep.learner.report import LearnerReport
 from impala_rep.run.console import ray_console_options
 from impala_rep.run.errors import LearnerLost, TrainingFailed
+from impala_rep.run.loopback import is_loopback
 from impala_rep.run.prepare import RunPlan
 from impala_rep.run.ray_errors import describe_ray_error, failed_to_start
 
@@ -170,15 +172,19 @@ def _start_ray(config) -> bool:
     if config.run.ray_address:
         ray.init(address=config.run.ray_address, **console)
         return False
-    # Embedded Ray for a single machine: bound to loopback, no dashboard, enough
-    # CPU slots for every learner host and every actor even on a 2-core machine (they
-    # share the cores; the OS schedules them).
+    # Embedded Ray for a single machine: on loopback (train() asked for Ray's local-only
+    # mode, run/loopback.py), no dashboard, enough CPU slots for every learner host and
+    # every actor even on a 2-core machine (they share the cores; the OS schedules them).
     ray.init(
         num_cpus=max(os.cpu_count() or 1, config.actors.num_actors + config.learner.hosts),
         include_dashboard=False,
-        _node_ip_address="127.0.0.1",
         **console,
         # Workers inherit the driver's TensorFlow log level (quiet by default).
         runtime_env={"env_vars": {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}},
     )
+    address = ray.util.get_node_ip_address()
+    if not is_loopback(address):
+        print(f"impala-rep: warning: the embedded Ray runs at {address} and listens on every "
+              "interface: ray was imported before train(); set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 "
+              "before importing it to keep it on 127.0.0.1", file=sys.stderr)
     return True

@@ -23,6 +23,7 @@ from typing import Any, Callable, TextIO
 
 from impala_rep.config import TrainConfig
 from impala_rep.run.errors import (LearnerLost, SetupError, TrainingFailed, TrainingInterrupted)
+from impala_rep.run.loopback import keep_embedded_ray_on_loopback
 from impala_rep.run.monitor import Monitor, TrainResult
 from impala_rep.run.prepare import prepare
 from impala_rep.run.shutdown import StopSignals
@@ -59,6 +60,8 @@ def train(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
     """
     start = time.monotonic()
     out = sys.stdout if out is None else out  # looked up per call: callers may redirect stdout
+    if config.run.launcher == "ray" and not config.run.ray_address:
+        keep_embedded_ray_on_loopback()  # before anything imports ray (run/loopback.py)
     plan = prepare(config, agent=agent, loss=loss, resume=resume)
     launcher = _launcher(plan)
     monitor = Monitor(plan, out=out, start=start)
