@@ -31,11 +31,15 @@ from impala_rep.config import TrainConfig
 from impala_rep.learner.ray_learner import RayLearnerHost, learner_gpus
 from impala_rep.learner.report import LearnerReport
 
-__all__ = ["LearnerGroup", "create_learner_group", "distinct_addresses"]
+__all__ = ["LearnerGroup", "create_learner_group", "distinct_addresses", "REPORT_TIMEOUT_S",
+           "SAVE_TIMEOUT_S"]
 
 # Seconds a host gets to end its training thread on stop: a host left in a
 # collective by a dead or failed peer never ends it, and is killed instead.
 _HOST_STOP_TIMEOUT_S = 120.0
+# The driver's other calls are bounded too (a host that stops answering is then lost).
+REPORT_TIMEOUT_S = 60.0
+SAVE_TIMEOUT_S = 600.0
 
 
 class LearnerGroup:
@@ -69,16 +73,21 @@ class LearnerGroup:
         return restored
 
     def report(self) -> LearnerReport:
-        return LearnerReport.merge(ray.get([host.report.remote() for host in self.hosts]))
+        """The merged report; `ray.exceptions.GetTimeoutError` if a host does not answer
+        within `REPORT_TIMEOUT_S` (a report is served beside the training thread: it never
+        waits for a step)."""
+        return LearnerReport.merge(ray.get([host.report.remote() for host in self.hosts],
+                                           timeout=REPORT_TIMEOUT_S))
 
     def stop(self) -> bool:
         """Stops every host together; False if some host's training did not end (then
         kill the group rather than save)."""
-        return all(ray.get([host.stop.remote(_HOST_STOP_TIMEOUT_S) for host in self.hosts]))
+        return all(ray.get([host.stop.remote(_HOST_STOP_TIMEOUT_S) for host in self.hosts],
+                           timeout=_HOST_STOP_TIMEOUT_S + REPORT_TIMEOUT_S))
 
     def save(self) -> tuple[str, int] | None:
         """The final checkpoint (every host takes part; the chief's is kept)."""
-        return ray.get([host.save.remote() for host in self.hosts])[0]
+        return ray.get([host.save.remote() for host in self.hosts], timeout=SAVE_TIMEOUT_S)[0]
 
     def kill(self) -> None:
         for host in self.hosts:

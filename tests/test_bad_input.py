@@ -51,6 +51,29 @@ def test_an_env_whose_optional_dependency_is_missing_names_what_to_install(tmp_p
     assert not logdir.exists()
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--ray-address", "127.0.0.1:1"], "bad ray_address '127.0.0.1:1': no Ray cluster answers there "
+                                       "(connection refused; waited up to 10 s)"),
+    (["--learner-devices", "gpu"], "bad learner_devices 'gpu': the learner asks for 1 GPU(s) and "
+                                   "this machine has 0"),
+])
+def test_what_ray_could_never_satisfy_is_refused_instead_of_waited_for(args, message, tmp_path):
+    # Ray itself would wait forever: for a cluster at an address where none answers, and
+    # for a GPU that no node has.
+    if args[0] == "--learner-devices" and _machine_has_a_gpu():
+        pytest.skip("this machine has a GPU")
+    logdir = tmp_path / "run"
+    proc = _train(*args, "--logdir", str(logdir), timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("impala-rep") and message in last, proc.stderr[-2000:]
+    assert not logdir.exists()
+
+
+def _machine_has_a_gpu() -> bool:
+    return pathlib.Path("/proc/driver/nvidia/gpus").is_dir()
+
+
 def test_a_run_that_fails_before_its_first_checkpoint_leaves_nothing_behind(tmp_path):
     # Every actor's env crashes inside its second unroll, and the batch is larger than the
     # unrolls sent before the crash-loop limit ends the run: no step, no checkpoint. The

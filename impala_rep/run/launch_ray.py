@@ -20,12 +20,14 @@ from impala_rep.run.console import ray_console_options
 from impala_rep.run.errors import LearnerLost, TrainingFailed
 from impala_rep.run.loopback import is_loopback
 from impala_rep.run.prepare import RunPlan
+from impala_rep.run.ray_cluster import check_reachable, check_resources
 from impala_rep.run.ray_errors import describe_ray_error, failed_to_start
 
 __all__ = ["RayLauncher"]
 
 _LEARNER_DIED = "the learner process died"
 _HOST_STUCK = "a learner host did not stop (a peer host failed during a step)"
+_LEARNER_SILENT = "the learner stopped answering (no reply within its time limit)"
 
 
 class RayLauncher:
@@ -41,8 +43,13 @@ class RayLauncher:
         self.restored_from: str | None = None
 
     def connect(self) -> None:
-        """Starts an embedded Ray, or joins the cluster at `--ray-address`."""
-        self._started_ray = _start_ray(self._plan.config)
+        """Starts an embedded Ray, or joins the cluster at `--ray-address`; SetupError if the
+        cluster does not answer or could never place the run (run/ray_cluster.py)."""
+        config = self._plan.config
+        if config.run.ray_address:
+            check_reachable(config.run.ray_address)
+        self._started_ray = _start_ray(config)
+        check_resources(config, ray.cluster_resources(), embedded=not config.run.ray_address)
 
     def start(self) -> LearnerReport:
         """Starts the learner (restored, on resume), then the actors; the learner's first report."""
@@ -77,6 +84,9 @@ class RayLauncher:
         except ray.exceptions.RayActorError:
             self._learner_alive = False
             raise LearnerLost(_LEARNER_DIED) from None
+        except ray.exceptions.GetTimeoutError:
+            self._learner_alive = False
+            raise LearnerLost(_LEARNER_SILENT) from None
 
     def stop_learner(self) -> tuple[str, int] | None:
         """Stops training (actors blocked on the full queue are released) and writes the final
@@ -91,6 +101,9 @@ class RayLauncher:
         except ray.exceptions.RayActorError:
             self._learner_alive = False
             raise LearnerLost(_LEARNER_DIED) from None
+        except ray.exceptions.GetTimeoutError:
+            self._learner_alive = False
+            raise LearnerLost(_LEARNER_SILENT) from None
 
     def close(self) -> None:
         """Stops the actors and, on a shared cluster, the learner; shuts an embedded Ray down."""
@@ -176,6 +189,7 @@ def _start_ray(config) -> bool:
     # mode, run/loopback.py), no dashboard, enough CPU slots for every learner host and
     # every actor even on a 2-core machine (they share the cores; the OS schedules them).
     ray.init(
+        address="local",  # a new instance, even if RAY_ADDRESS names a running one
         num_cpus=max(os.cpu_count() or 1, config.actors.num_actors + config.learner.hosts),
         include_dashboard=False,
         **console,
