@@ -48,8 +48,14 @@ from impala_rep.agent import Agent, AgentInputs, AgentOutput
 from impala_rep.config import LossConfig
 from impala_rep.losses import impala_loss
 from impala_rep.shapes import assert_shape
+from impala_rep.transitions import vtrace_inputs
 
-__all__ = ["LossFn", "LossOutput", "impala_loss_fn"]
+__all__ = ["LossFn", "LossOutput", "impala_loss_fn", "apply_loss", "check_loss_output",
+           "LEARNER_METRICS"]
+
+# What the learner adds to every step's metrics; a loss metric of the same name would be
+# overwritten (or, for "finite", taken for the learner's own check).
+LEARNER_METRICS = ("grad_norm", "learning_rate", "finite", "policy_lag_mean", "policy_lag_max")
 
 _NO_METRICS: Mapping[str, tf.Tensor] = types.MappingProxyType({})
 
@@ -106,3 +112,42 @@ def impala_loss_fn(*, agent: Agent, inputs: AgentInputs, outputs: AgentOutput,
         clip_pg_rho_threshold=config.clip_pg_rho_threshold,
         lambda_=config.lambda_,
     ))
+
+
+def apply_loss(loss_fn: LossFn, *, agent: Agent, batch: Mapping[str, Any], initial_state: Any,
+               config: LossConfig) -> LossOutput:
+    """Runs `agent` over an unroll's fields and calls `loss_fn` on them, as the learner does.
+
+    `batch` holds the unroll's time-major fields by name (`impala_rep.unroll`); the
+    rewards and episode ends become V-trace inputs first (`vtrace_inputs`). The one
+    place the loss hook is called: the learner calls it on every replica's shard
+    inside its gradient tape, and the driver once, eagerly, to check user code.
+
+    Raises:
+      TypeError: the loss did not return a `LossOutput`.
+      ValueError: its metric names are ambiguous or the learner's own.
+    """
+    inputs = AgentInputs(observation=batch["observations"], prev_action=batch["prev_actions"],
+                         prev_reward=batch["prev_rewards"], first=batch["first"])
+    # Truncated steps are still episode ends (discount 0); vtrace_inputs says why.
+    transitions = vtrace_inputs(rewards=batch["rewards"], terminated=batch["terminated"],
+                                truncated=batch["truncated"], discount=config.discount,
+                                reward_clipping=config.reward_clipping)
+    outputs, _ = agent.unroll(inputs, initial_state)  # over all T+1 observations
+    output = loss_fn(agent=agent, inputs=inputs, outputs=outputs,
+                     behaviour_logits=batch["behaviour_logits"], actions=batch["actions"],
+                     rewards=transitions.rewards, discounts=transitions.discounts, config=config)
+    check_loss_output(output)
+    return output
+
+
+def check_loss_output(output: Any) -> None:
+    """Raises unless `output` is a `LossOutput` whose metric names are unambiguous."""
+    if not isinstance(output, LossOutput):
+        raise TypeError("loss_fn must return an impala_rep.LossOutput(loss, sums, means), "
+                        f"got a {type(output).__name__}")
+    names = [*output.sums, *output.means]
+    bad = sorted({n for n in names if names.count(n) > 1 or n in LEARNER_METRICS})
+    if bad:
+        raise ValueError(f"loss_fn metric names {bad} are in both sums and means or are the "
+                         f"learner's own ({', '.join(LEARNER_METRICS)})")

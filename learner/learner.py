@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from impala_rep.agent import Agent, AgentInputs
+from impala_rep.agent import Agent
 from impala_rep.config import LossConfig, OptimizerConfig
 from impala_rep.learner.checkpointing import restore_newest_readable
 from impala_rep.learner.gradients import clip_by_global_norm, zero_unless
@@ -40,16 +40,10 @@ from impala_rep.learner.replicator import (
     all_reduce_gradients,
     num_replicas,
 )
-from impala_rep.loss_fn import LossFn, LossOutput, impala_loss_fn
-from impala_rep.transitions import vtrace_inputs
+from impala_rep.loss_fn import LossFn, apply_loss, impala_loss_fn
 from impala_rep.unroll import TIME_MAJOR_DTYPES, Unroll
 
 __all__ = ["Learner", "NonFiniteError"]
-
-# What the learner adds to every step's metrics; a loss metric of the same name
-# would be overwritten (or, for "finite", taken for the learner's own check).
-_LEARNER_METRICS = ("grad_norm", "learning_rate", "finite", "policy_lag_mean", "policy_lag_max")
-
 
 class NonFiniteError(FloatingPointError):
     """A learner step produced a NaN or infinite loss or gradient; nothing was applied."""
@@ -170,34 +164,12 @@ class Learner:
           Scalar metrics, identical on every replica (already reduced).
         """
         state = tf.nest.map_structure(lambda x: tf.squeeze(x, axis=0), batch["initial_state"])
-        inputs = AgentInputs(
-            observation=batch["observations"],
-            prev_action=batch["prev_actions"],
-            prev_reward=batch["prev_rewards"],
-            first=batch["first"],
-        )
-        config = self._loss_config
-        # Truncated steps are still episode ends (discount 0); vtrace_inputs says why.
-        transitions = vtrace_inputs(rewards=batch["rewards"], terminated=batch["terminated"],
-                                    truncated=batch["truncated"], discount=config.discount,
-                                    reward_clipping=config.reward_clipping)
-
         variables = list(self._agent.trainable_variables)
         replicas = num_replicas()
         with tf.GradientTape() as tape:
-            outputs, _ = self._agent.unroll(inputs, state)  # over all T+1 observations
             # The loss hook's contract (keywords, shapes, result) is impala_rep.loss_fn's.
-            output = self._loss_fn(
-                agent=self._agent,
-                inputs=inputs,
-                outputs=outputs,
-                behaviour_logits=batch["behaviour_logits"],
-                actions=batch["actions"],
-                rewards=transitions.rewards,
-                discounts=transitions.discounts,
-                config=config,
-            )
-            _check_loss_output(output)
+            output = apply_loss(self._loss_fn, agent=self._agent, batch=batch,
+                                initial_state=state, config=self._loss_config)
             loss = output.loss
             # The loss is a SUM over this replica's shard (as in the paper), but
             # gradients are MEAN-reduced over replicas. Scaling by the replica count
@@ -341,16 +313,3 @@ class Learner:
         # immediate; a mismatch (other agent architecture) raises here, and an
         # unreadable newest checkpoint falls back to the one before it.
         restore_newest_readable(self._checkpoint, directory)
-
-
-
-def _check_loss_output(output: Any) -> None:
-    """Raises unless `output` is a `LossOutput` whose metric names are unambiguous."""
-    if not isinstance(output, LossOutput):
-        raise TypeError("loss_fn must return an impala_rep.LossOutput(loss, sums, means), "
-                        f"got a {type(output).__name__}")
-    names = [*output.sums, *output.means]
-    bad = sorted({n for n in names if names.count(n) > 1 or n in _LEARNER_METRICS})
-    if bad:
-        raise ValueError(f"loss_fn metric names {bad} are in both sums and means or are the "
-                         f"learner's own ({', '.join(_LEARNER_METRICS)})")

@@ -74,6 +74,45 @@ def _machine_has_a_gpu() -> bool:
     return pathlib.Path("/proc/driver/nvidia/gpus").is_dir()
 
 
+USER_CODE = """
+import tensorflow as tf
+from impala_rep import LossOutput
+
+
+def not_an_agent(*, observation_shape, num_actions):
+    return {"weights": []}
+
+
+def bare_tensor_loss(*, agent, inputs, outputs, behaviour_logits, actions, rewards, discounts, config):
+    return tf.reduce_sum(outputs.baseline)
+
+
+def positional_loss(outputs, rewards):
+    return LossOutput(tf.reduce_sum(outputs.baseline))
+"""
+
+
+@pytest.mark.parametrize("flag, name, message", [
+    ("--agent", "not_an_agent", "not_an_agent': the factory returned a dict, not an Agent (it has no "
+                                "build, initial_state, step, unroll, get_weights, set_weights)"),
+    ("--loss", "bare_tensor_loss", "bare_tensor_loss': applied once to a synthetic batch it raised "
+                                   "TypeError: loss_fn must return an impala_rep.LossOutput(loss, sums, "
+                                   "means), got a EagerTensor; a loss is called as loss_fn(*, agent,"),
+    ("--loss", "positional_loss", "positional_loss': applied once to a synthetic batch it raised "
+                                  "TypeError: positional_loss() got an unexpected keyword argument"),
+])
+def test_user_code_that_breaks_its_contract_is_refused_before_start(flag, name, message, tmp_path):
+    code = tmp_path / "my_code.py"
+    code.write_text(USER_CODE)
+    logdir = tmp_path / "run"
+    proc = _train(flag, f"{code}:{name}", "--logdir", str(logdir), timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("impala-rep") and f"bad {flag[2:]} '{code}:" in last, last
+    assert message in last, last
+    assert not logdir.exists()
+
+
 def test_a_run_that_fails_before_its_first_checkpoint_leaves_nothing_behind(tmp_path):
     # Every actor's env crashes inside its second unroll, and the batch is larger than the
     # unrolls sent before the crash-loop limit ends the run: no step, no checkpoint. The

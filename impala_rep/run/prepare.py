@@ -70,6 +70,7 @@ def prepare(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
       SetupError: one line naming the bad value and what is allowed.
     """
     from impala_rep.envs.factory import check_env_options, describe_env
+    from impala_rep.run.code_check import check_user_code
     from impala_rep.run.resume import check_resumable
     from impala_rep.run.user_code import resolve_agent_and_loss
 
@@ -84,9 +85,16 @@ def prepare(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
         agent_factory, loss = resolve_agent_and_loss(
             agent_spec=config.agent.factory, loss_spec=config.loss.function, agent=agent, loss=loss,
             observation_shape=env_spec.observation_shape, num_actions=env_spec.num_actions)
+        users_agent = agent_factory is not None
         if agent_factory is None:  # e.g. a network that does not fit the observation
             agent_factory = default_agent_factory(config.agent, env_spec.observation_shape,
                                                   env_spec.num_actions)
+        if users_agent or loss is not None:
+            check_user_code(agent_factory=agent_factory, loss_fn=loss, agent_is_users=users_agent,
+                            agent_spec=config.agent.factory, loss_spec=config.loss.function,
+                            observation_shape=env_spec.observation_shape,
+                            observation_dtype=env_spec.observation_dtype,
+                            num_actions=env_spec.num_actions, config=config.loss)
     except ValueError as err:
         raise SetupError(str(err)) from None
     return RunPlan(config=config, observation_shape=tuple(env_spec.observation_shape),

@@ -1,0 +1,88 @@
+"""User code tried once in the driver, before anything starts: the agent built, the loss applied.
+
+`--agent` and `--loss` (or `train(agent=..., loss=...)`) are only imported by the
+preparation; a wrong return value or signature would otherwise surface in the
+learner process after start-up, as a raw TensorFlow traceback. Here the agent is
+built and unrolled, and the loss applied (`impala_rep.loss_fn.apply_loss`, the
+learner's own call), eagerly on a tiny synthetic batch of zeros: T=2, B=1.
+The built-in agent and the IMPALA loss are not re-checked.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from impala_rep.code_spec import CODE_SPEC_FORMS
+from impala_rep.config import LossConfig
+from impala_rep.run.errors import one_line
+
+__all__ = ["check_user_code"]
+
+_AGENT_METHODS = ("build", "initial_state", "step", "unroll", "get_weights", "set_weights")
+_LOSS_CONTRACT = ("a loss is called as loss_fn(*, agent, inputs, outputs, behaviour_logits, "
+                  "actions, rewards, discounts, config) and returns "
+                  "impala_rep.LossOutput(loss, sums, means) (docs/api.md, LossFn)")
+
+
+def check_user_code(*, agent_factory: Callable[[], Any], loss_fn: Callable[..., Any] | None,
+                    agent_is_users: bool, agent_spec: str | None, loss_spec: str | None,
+                    observation_shape: Sequence[int],
+                    observation_dtype: Any, num_actions: int, config: LossConfig) -> None:
+    """ValueError (one line, naming the agent or the loss and its contract) unless the agent
+    builds and unrolls and the loss (None: the IMPALA loss) returns a `LossOutput` on a
+    synthetic batch."""
+    from impala_rep.loss_fn import apply_loss, impala_loss_fn
+
+    bad_agent = f"bad agent {agent_spec!r}" if agent_spec else "bad agent"
+    bad_loss = f"bad loss {loss_spec!r}" if loss_spec else "bad loss"
+    agent_name = "the agent" if agent_is_users else "the built-in agent"
+    try:
+        agent = agent_factory()
+    except Exception as err:  # noqa: BLE001 - the user's factory, failing in any way
+        raise ValueError(f"{bad_agent}: calling the agent factory raised {one_line(err)}") from None
+    missing = [name for name in _AGENT_METHODS if not callable(getattr(agent, name, None))]
+    if missing:
+        raise ValueError(f"{bad_agent}: the factory returned a {type(agent).__name__}, not an Agent "
+                         f"(it has no {', '.join(missing)}); expected {CODE_SPEC_FORMS['agent']} "
+                         "returning an impala_rep.Agent (docs/api.md, Agent)")
+    batch = _synthetic_batch(observation_shape, observation_dtype, num_actions)
+    try:
+        agent.build(tuple(observation_shape))
+        state = agent.initial_state(1)
+        agent.unroll(_inputs(batch), state)
+    except Exception as err:  # noqa: BLE001
+        raise ValueError(f"{bad_agent}: {agent_name} failed on a synthetic batch of observations "
+                         f"{tuple(observation_shape)}: {one_line(err)}") from None
+    try:
+        apply_loss(loss_fn or impala_loss_fn, agent=agent, batch=batch, initial_state=state,
+                   config=config)
+    except Exception as err:  # noqa: BLE001 - the user's code, failing in any way
+        if loss_fn is None:  # the IMPALA loss is known to work: the agent's outputs do not fit
+            raise ValueError(f"{bad_agent}: the IMPALA loss failed on its outputs: {one_line(err)} "
+                             "(docs/api.md, Agent: outputs' shapes)") from None
+        raise ValueError(f"{bad_loss}: applied once to a synthetic batch it raised {one_line(err)}; "
+                         f"{_LOSS_CONTRACT}") from None
+
+
+def _synthetic_batch(observation_shape, observation_dtype, num_actions: int, T: int = 2,
+                     B: int = 1) -> dict[str, np.ndarray]:
+    return {
+        "observations": np.zeros((T + 1, B, *observation_shape), observation_dtype),
+        "prev_actions": np.zeros((T + 1, B), np.int32),
+        "prev_rewards": np.zeros((T + 1, B), np.float32),
+        "first": np.zeros((T + 1, B), np.bool_),
+        "actions": np.zeros((T, B), np.int32),
+        "rewards": np.zeros((T, B), np.float32),
+        "terminated": np.zeros((T, B), np.bool_),
+        "truncated": np.zeros((T, B), np.bool_),
+        "behaviour_logits": np.zeros((T, B, num_actions), np.float32),
+    }
+
+
+def _inputs(batch):
+    from impala_rep.agent import AgentInputs
+
+    return AgentInputs(observation=batch["observations"], prev_action=batch["prev_actions"],
+                       prev_reward=batch["prev_rewards"], first=batch["first"])
