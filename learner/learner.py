@@ -301,6 +301,19 @@ class Learner:
             )
         return manager.save(checkpoint_number=self.num_steps)
 
+    def align_schedule(self, position: int) -> None:
+        """Moves the optimizer's step counter, where the learning-rate schedule is evaluated,
+        to `position` (the learner step at which a run of this batch shape would have
+        consumed the frames done so far). The learner step itself is left alone.
+
+        A resumed run whose batch size or unroll length changed has another number of
+        steps in total; without this its schedule would continue at the restored step
+        count, i.e. at another fraction of the run than the frames done.
+        """
+        if isinstance(position, bool) or not isinstance(position, numbers.Integral) or position < 0:
+            raise ValueError(f"position must be an integer >= 0, got {position!r}")
+        self._optimizer.iterations.assign(position)
+
     def restore(self, directory: str | os.PathLike) -> None:
         """Restores the newest readable checkpoint in `directory` (written by `save`).
 

@@ -63,6 +63,10 @@ class LearnerService:
         `agree(ready=, checkpoint=) -> (go, save)` returns whether EVERY host is
         ready to step and whether ANY wants a checkpoint now (a collective, so it
         blocks until all hosts call it). None: a single host.
+      frames_per_step: agent steps one learner step consumes over every host (T x B).
+        Given, a resumed learner's learning-rate schedule is re-anchored to the
+        restored frames (`Learner.align_schedule`), so a resume with another batch
+        size or unroll length continues the rate where it was.
       host, hosts: this service's index in a multi-host group of `hosts` (0: the
         chief). A checkpoint holds the group's totals: every host consumes the
         same frames per step, so the frames are `hosts` times this host's, and the
@@ -73,7 +77,7 @@ class LearnerService:
     def __init__(self, *, learner, batch_size: int, total_frames: int, queue_capacity: int,
                  publish: Callable[[list[np.ndarray]], Any] | None = lambda weights: weights,
                  checkpoint=None, checkpoint_every_s: float = 600.0, resume: bool = False,
-                 sync=None, host: int = 0, hosts: int = 1):
+                 sync=None, host: int = 0, hosts: int = 1, frames_per_step: int | None = None):
         self._learner = learner
         self._batch_size = batch_size
         self._total_frames = total_frames
@@ -107,6 +111,8 @@ class LearnerService:
             self._base_frames = counters.frames // hosts
             self._episodes = counters.episodes // hosts + (counters.episodes % hosts if host == 0 else 0)
             self._recent_returns.extend(counters.recent_returns)
+            if frames_per_step is not None:
+                learner.align_schedule(round(counters.frames / frames_per_step))
         self._done = threading.Event()
         # Actors hold the published object inside a list so that Ray passes the
         # reference through instead of resolving it on every reply.

@@ -110,3 +110,26 @@ def test_a_signal_stops_a_local_run_with_a_checkpoint(tmp_path, signum, code):
     assert f'"ckpt-{last["learner_steps"]}"' in index
     assert last["frames_produced"] == last["frames"] + last["frames_queued"]
     assert "continue with: impala-rep train --resume" in out
+
+
+def test_a_resume_with_another_batch_size_keeps_the_learning_rate_where_the_frames_are(tmp_path):
+    # 40k frames at B=16 (T*B = 320 per step), then resumed to 80k at B=32 (640 per step).
+    # The rate decays linearly over frames: at 40k frames of 80k it is half the initial one
+    # (counting steps instead, 125 done of 125 + 63 would give 1/3 left, ~0.33 lr0).
+    logdir = tmp_path / "run"
+    keys = {**SMALL, "launcher": "local", "logdir": str(logdir), "num_actors": 1}
+    first = train_in_subprocess(keys)
+    assert first.returncode == 0, first.stderr[-3000:]
+    done = len(records(logdir))
+    more = train_in_subprocess({**keys, "total_frames": 80_000, "batch_size": 32}, resume=True)
+    assert more.returncode == 0, more.stderr[-3000:]
+    lr0, total, per_step = 5e-3, 80_000, 20 * 32
+    for record in records(logdir)[done:]:
+        if record["learning_rate"] is None:
+            continue
+        # The record's rate is the one its last finished step started with; its frames
+        # include that step and may include one more batch already taken from the queue;
+        # the restored position is rounded to a whole step.
+        upper = lr0 * (1 - (record["frames"] - 3 * per_step) / total)
+        lower = lr0 * (1 - record["frames"] / total)
+        assert lower - 1e-7 <= record["learning_rate"] <= upper + 1e-7, record

@@ -115,10 +115,17 @@ def test_killed_learner_stops_the_run_and_resume_continues_on_two_replicas(local
                              {"learner_devices": "cpu:2", "total_frames": 30_000})
     result = train(resumed, resume=True)
 
-    after = records(logdir)[first_run:]
+    # Records of frames trained after the checkpoint (then lost with the learner) are
+    # dropped on resume, so that frames and episodes never go backwards in metrics.jsonl.
+    resumed_event = json.loads((logdir / "events.jsonl").read_text().splitlines()[-1])
+    assert resumed_event["event"] == "resumed" and resumed_event["checkpoint"].endswith(f"ckpt-{step}")
+    everything = records(logdir)
+    after = everything[first_run - resumed_event["dropped_records"]:]
     assert after, "metrics.jsonl was appended to"
     assert after[0]["learner_steps"] >= step  # counters continue from the checkpoint
     assert after[0]["frames"] >= step * config.steps_per_update
+    for earlier, later in zip(everything, everything[1:]):
+        assert later["frames"] >= earlier["frames"] and later["episodes"] >= earlier["episodes"]
     assert result.learner_steps > step
     for record in records(logdir):
         assert record["frames_produced"] == record["frames"] + record["frames_queued"]

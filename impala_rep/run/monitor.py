@@ -64,7 +64,12 @@ class Monitor:
             path = pathlib.Path(logdir)
             path.mkdir(parents=True, exist_ok=True)
             write_json_atomically(path / "config.json", self._config.to_json())
-            self._log = RunLog(path)
+            restored = None if restored_from is None else self._skip * first.frames_consumed
+            self._log = RunLog(path, resumed_frames=restored)
+            if restored_from is not None:
+                self._log.event({"event": "resumed", "wall_s": self._wall_s(), "checkpoint":
+                                 restored_from, "frames": restored,
+                                 "dropped_records": self._log.dropped})
         if restored_from is not None:
             print(f"impala-rep: resumed from {restored_from} (learner step {first.learner_steps:,}, "
                   f"{self._skip * first.frames_consumed:,} frames)", file=self._out)

@@ -27,10 +27,16 @@ def _finite_or_none(value: Any) -> Any:
 class RunLog:
     """Appends one JSON object per report to metrics.jsonl and mirrors scalars to TensorBoard."""
 
-    def __init__(self, logdir: str | os.PathLike):
+    def __init__(self, logdir: str | os.PathLike, *, resumed_frames: int | None = None):
+        """`resumed_frames`: the frames of the checkpoint a resumed run restored. Records past
+        it (trained after that checkpoint, then lost with the process) are dropped, so that
+        frames and episodes in metrics.jsonl never go backwards; `dropped` says how many."""
         import tensorflow as tf
 
         self.logdir = pathlib.Path(logdir)
+        self.dropped = 0
+        if resumed_frames is not None:
+            self.dropped = _drop_records_past(self.logdir / "metrics.jsonl", resumed_frames)
         # Appending: a resumed run continues the same files.
         self._jsonl = open(self.logdir / "metrics.jsonl", "a", buffering=1)
         self._events = None  # events.jsonl, opened at the first event
@@ -56,6 +62,19 @@ class RunLog:
             self._events.close()
         self._writer.flush()
         self._writer.close()
+
+
+def _drop_records_past(path: pathlib.Path, frames: int) -> int:
+    """Rewrites `path` (atomically) without the records whose frames exceed `frames`."""
+    if not path.is_file():
+        return 0
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    kept = [line for line in lines if json.loads(line)["frames"] <= frames]
+    if len(kept) < len(lines):
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text("".join(line + "\n" for line in kept))
+        os.replace(tmp, path)
+    return len(lines) - len(kept)
 
 
 def read_metrics(logdir: str | os.PathLike) -> list[dict[str, Any]]:
