@@ -15,7 +15,7 @@ pytest.importorskip("ray")
 
 from test_reliability import is_descendant  # noqa: E402
 
-from impala_rep.run.loopback import is_loopback  # noqa: E402
+from impala_rep.run.ray_setup import is_loopback  # noqa: E402
 
 
 def descendants(pid: int) -> set[int]:
@@ -136,3 +136,51 @@ def test_a_second_ctrl_c_exits_at_once_without_orphans(tmp_path):
     assert time.monotonic() - started < 30
     time.sleep(1.0)
     assert not alive(spawned), f"orphaned processes: {alive(spawned)}"
+
+
+def wait_for_ray_to_start(process: subprocess.Popen, timeout=120.0) -> None:
+    """Until the embedded Ray's raylet runs under the command (start-up under way, no
+    learner step yet)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.stdout.read()
+        for pid in descendants(process.pid):
+            try:
+                if "raylet" in pathlib.Path(f"/proc/{pid}/cmdline").read_text():
+                    return
+            except OSError:
+                continue
+        time.sleep(0.05)
+    process.kill()
+    raise AssertionError("Ray did not start in time")
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_during_start_up_exits_cleanly_and_keeps_nothing(tmp_path, signum, code):
+    logdir = tmp_path / "run"
+    process = start_training(logdir)
+    wait_for_ray_to_start(process)
+    spawned = descendants(process.pid)
+    process.send_signal(signum)
+    out, _ = process.communicate(timeout=120)
+
+    assert process.returncode == code, out
+    assert "Traceback" not in out, out
+    # Nothing to resume from: a new run stopped before its first checkpoint keeps nothing,
+    # so the same command can run again.
+    assert not logdir.exists(), sorted(p.name for p in logdir.iterdir())
+    assert f"stopped before the first checkpoint: nothing of this run was kept ({logdir} removed)" in out
+    time.sleep(1.0)
+    assert not alive(spawned), f"orphaned processes: {alive(spawned)}"
+
+
+def test_a_signal_while_checking_inputs_exits_before_anything_is_written(tmp_path):
+    logdir = tmp_path / "run"
+    process = start_training(logdir)
+    time.sleep(1.0)  # importing TensorFlow and checking the inputs: nothing started yet
+    assert process.poll() is None
+    process.send_signal(signal.SIGTERM)
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 143, out
+    assert "Traceback" not in out, out
+    assert not logdir.exists()

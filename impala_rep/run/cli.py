@@ -34,7 +34,8 @@ def _add_train_arguments(train: argparse.ArgumentParser, preset: str | None, *,
     # SUPPRESS as a default is argparse's documented way to leave an absent flag out.
     absent = argparse.SUPPRESS if explicit_only else None
     train.add_argument("--preset", choices=sorted(PRESETS), default=absent,
-                       help="named settings: 'atari-paper' is the IMPALA paper's Atari hyperparameters; "
+                       help="named settings: 'cartpole' is the defaults, which are CartPole's (it "
+                            "changes nothing); 'atari-paper' is the IMPALA paper's Atari hyperparameters; "
                             "'atari' is the same with batch 8 and RMSProp eps 1e-4, which learn Pong "
                             "within 20M frames on 2 cores; flags given explicitly still win")
     train.add_argument("--resume", metavar="LOGDIR", default=absent,
@@ -109,7 +110,9 @@ def explicit_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     from impala_rep.run.console import quiet_native_logs
+    from impala_rep.run.shutdown import exit_code, exit_on_signals
 
+    exit_on_signals()  # from the first moment: train() takes over once it starts
     parser = build_parser()
     args = parse_args(argv)
     if args.command == "demo":
@@ -135,7 +138,6 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as err:
             parser.error(str(err))
         quiet_native_logs(config.run.verbose)
-        from impala_rep.run.shutdown import exit_code
         from impala_rep.run.training import SetupError, TrainingFailed, TrainingInterrupted, train
 
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from typing import Any
 
@@ -18,7 +19,7 @@ import ray
 from impala_rep.learner.report import LearnerReport
 from impala_rep.run.console import ray_console_options
 from impala_rep.run.errors import LearnerLost, TrainingFailed
-from impala_rep.run.loopback import is_loopback
+from impala_rep.run.ray_setup import WORKER_ENV, is_loopback
 from impala_rep.run.prepare import RunPlan
 from impala_rep.run.ray_cluster import check_reachable, check_resources
 from impala_rep.run.ray_errors import describe_ray_error, failed_to_start
@@ -37,6 +38,7 @@ class RayLauncher:
     def __init__(self, plan: RunPlan):
         self._plan = plan
         self._started_ray = False
+        self._ray_owner = _RayOwner()
         self._learner = None
         self.fleet = None  # set by start()
         self._learner_alive = True
@@ -48,7 +50,7 @@ class RayLauncher:
         config = self._plan.config
         if config.run.ray_address:
             check_reachable(config.run.ray_address)
-        self._started_ray = _start_ray(config)
+        self._started_ray = self._ray_owner.start(_start_ray, config)
         check_resources(config, ray.cluster_resources(), embedded=not config.run.ray_address)
 
     def start(self) -> LearnerReport:
@@ -68,11 +70,25 @@ class RayLauncher:
         return first
 
     def placement(self) -> str | None:
-        """On a cluster, where Ray placed the learner hosts and actors; None on one machine."""
+        """On a cluster, where Ray placed the learner hosts and actors; None on one machine.
+        TrainingFailed if the learner does not answer or Ray does not start every actor in time."""
         if not self._plan.config.run.ray_address:
             return None
-        host_nodes = ray.get([host.node_id.remote() for host in self._learner.hosts])
-        actor_nodes = self.fleet.node_ids()
+        from impala_rep.learner.learner_group import REPORT_TIMEOUT_S
+        from impala_rep.run.ray_cluster import ACTOR_START_TIMEOUT_S
+
+        try:  # the hosts are running (start() waited for them); the actors may not be yet
+            host_nodes = ray.get([host.node_id.remote() for host in self._learner.hosts],
+                                 timeout=REPORT_TIMEOUT_S)
+        except ray.exceptions.RayActorError:
+            raise TrainingFailed(_LEARNER_DIED) from None
+        except ray.exceptions.GetTimeoutError:
+            raise TrainingFailed(_LEARNER_SILENT) from None
+        actor_nodes = self.fleet.node_ids(ACTOR_START_TIMEOUT_S)
+        if None in actor_nodes:
+            raise TrainingFailed(f"Ray did not start {actor_nodes.count(None)} of {len(actor_nodes)} "
+                                 f"actors within {ACTOR_START_TIMEOUT_S:.0f} s: each asks for 1 CPU "
+                                 "and the cluster's CPUs are taken; free some or use fewer actors")
         short = {node: node[:8] for node in host_nodes + actor_nodes}
         per_node = {short[n]: actor_nodes.count(n) for n in dict.fromkeys(actor_nodes)}
         return (f"placement: learner host(s) on node(s) {', '.join(short[n] for n in host_nodes)}; "
@@ -115,6 +131,7 @@ class RayLauncher:
         finally:
             if self._started_ray:
                 ray.shutdown()
+            self._ray_owner.release()
 
     def abort(self) -> None:
         """A second signal: no time for a clean stop, but no Ray process may outlive us."""
@@ -142,8 +159,19 @@ class _RayActorFleet:
         self._actors[slot] = actor
         self._runs[actor.run.remote()] = slot
 
-    def node_ids(self) -> list[str]:
-        return ray.get(list(self._node_refs))
+    def node_ids(self, timeout_s: float) -> list[str | None]:
+        """Each started actor's node, waiting up to `timeout_s` in all: None for one not
+        placed (or not constructed) by then; one that failed to start is left out (the
+        supervisor reports and replaces it)."""
+        refs = list(self._node_refs)
+        ready = set(ray.wait(refs, num_returns=len(refs), timeout=timeout_s)[0]) if refs else set()
+        nodes = []
+        for ref in refs:
+            try:
+                nodes.append(ray.get(ref) if ref in ready else None)
+            except ray.exceptions.RayError:
+                pass
+        return nodes
 
     def wait(self, timeout_s: float) -> list[tuple[int, str | None]]:
         if not self._runs:  # every loop ended: keep the driver's report rhythm
@@ -177,6 +205,47 @@ def _describe(error: Exception) -> str:
     return describe_ray_error(error) if isinstance(error, ray.exceptions.RayError) else str(error)
 
 
+class _RayOwner:
+    """Starts Ray from a thread of its own that lives as long as Ray does.
+
+    Called on the main thread, `ray.init` swaps the SIGTERM handler for one that
+    raises SystemExit wherever the main thread is, which can leave Ray half-started
+    and the driver crashing at exit (seen here: exit 139 after a SIGTERM during the
+    start). Called from another thread it leaves the run's handler
+    (`run/shutdown.py`) in place, and a signal during the start is handled once Ray
+    is up. That thread must outlive Ray: the processes Ray starts die with the thread
+    that started them (PR_SET_PDEATHSIG fires when that thread ends), so it waits
+    until `release()`, after `ray.shutdown()`.
+    """
+
+    def __init__(self):
+        self._released = threading.Event()
+
+    def start(self, function, *args):
+        """`function(*args)` on the owner thread; its result, or its exception re-raised."""
+        outcome: list = []
+        finished = threading.Event()
+
+        def own() -> None:
+            try:
+                outcome.append((True, function(*args)))
+            except BaseException as error:  # re-raised on the main thread
+                outcome.append((False, error))
+            finished.set()
+            self._released.wait()
+
+        threading.Thread(target=own, name="impala-rep-ray-owner", daemon=True).start()
+        while not finished.wait(0.1):  # short waits: the main thread's signal handlers run
+            pass
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value
+
+    def release(self) -> None:
+        self._released.set()
+
+
 def _start_ray(config) -> bool:
     """Connects to `config.run.ray_address` or starts an embedded Ray; True if we started it."""
     if ray.is_initialized():
@@ -186,15 +255,17 @@ def _start_ray(config) -> bool:
         ray.init(address=config.run.ray_address, **console)
         return False
     # Embedded Ray for a single machine: on loopback (train() asked for Ray's local-only
-    # mode, run/loopback.py), no dashboard, enough CPU slots for every learner host and
+    # mode, run/ray_setup.py), no dashboard, enough CPU slots for every learner host and
     # every actor even on a 2-core machine (they share the cores; the OS schedules them).
     ray.init(
         address="local",  # a new instance, even if RAY_ADDRESS names a running one
         num_cpus=max(os.cpu_count() or 1, config.actors.num_actors + config.learner.hosts),
         include_dashboard=False,
         **console,
-        # Workers inherit the driver's TensorFlow log level (quiet by default).
-        runtime_env={"env_vars": {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}},
+        # Workers inherit the driver's TensorFlow log level (quiet by default) and keep
+        # Ray's crash handler (the driver does without it: run/ray_setup.py).
+        runtime_env={"env_vars": {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+                                  **WORKER_ENV}},
     )
     address = ray.util.get_node_ip_address()
     if not is_loopback(address):

@@ -132,12 +132,8 @@ class Monitor:
         logdir = self._config.run.logdir
         if logdir is None:
             return f"{failure}; no checkpoint was kept (run with --logdir to be able to resume)"
-        from impala_rep.learner.checkpointing import CHECKPOINT_SUBDIR, newest_checkpoint
-
-        last = newest_checkpoint(pathlib.Path(logdir) / CHECKPOINT_SUBDIR) or self.last_checkpoint
-        if last is None and self._discardable:
-            # Nothing to resume: leave nothing behind, so the same command can run again.
-            self._discard(pathlib.Path(logdir))
+        last = self._newest_checkpoint()
+        if last is None and self._discard_unresumable():
             return (f"{failure}\nno checkpoint was written yet, so nothing of this run was kept "
                     f"({logdir} removed); run the same command again")
         if last is None:
@@ -145,6 +141,27 @@ class Monitor:
         path, step = last
         return (f"{failure}\nthe last good checkpoint is {path} (learner step {step:,}); continue "
                 f"with: impala-rep train --resume {logdir}")
+
+    def discard_if_unresumable(self) -> None:
+        """After a stop by signal: a new run with no checkpoint leaves nothing behind."""
+        if self._config.run.logdir is not None and self._newest_checkpoint() is None:
+            if self._discard_unresumable():
+                print(f"impala-rep: stopped before the first checkpoint: nothing of this run was "
+                      f"kept ({self._config.run.logdir} removed)", file=self._out, flush=True)
+
+    def _newest_checkpoint(self) -> tuple[str, int] | None:
+        """The newest checkpoint on disk (one written after the last report counts too)."""
+        from impala_rep.learner.checkpointing import CHECKPOINT_SUBDIR, newest_checkpoint
+
+        directory = pathlib.Path(self._config.run.logdir) / CHECKPOINT_SUBDIR
+        return newest_checkpoint(directory) or self.last_checkpoint
+
+    def _discard_unresumable(self) -> bool:
+        """Removes what this new run created in its logdir; whether it did."""
+        if not self._discardable:
+            return False
+        self._discard(pathlib.Path(self._config.run.logdir))
+        return True
 
     def _discard(self, path: pathlib.Path) -> None:
         if self._made_dir:

@@ -17,7 +17,7 @@ import sys
 import threading
 from typing import Callable, TextIO
 
-__all__ = ["StopSignals", "exit_code"]
+__all__ = ["StopSignals", "exit_code", "exit_on_signals"]
 
 _HANDLED = (signal.SIGINT, signal.SIGTERM)
 
@@ -25,6 +25,17 @@ _HANDLED = (signal.SIGINT, signal.SIGTERM)
 def exit_code(signum: int) -> int:
     """The shell's exit status for a process ended by `signum` (130 SIGINT, 143 SIGTERM)."""
     return 128 + int(signum)
+
+
+def exit_on_signals() -> None:
+    """Until a run installs its `StopSignals`: SIGINT/SIGTERM end the command with 130/143
+    and no traceback (nothing has started or been written yet; `finally` blocks still run)."""
+
+    def _exit(signum: int, frame) -> None:
+        sys.exit(exit_code(signum))
+
+    for signum in _HANDLED:
+        signal.signal(signum, _exit)
 
 
 class StopSignals:
@@ -42,15 +53,10 @@ class StopSignals:
         self.received: int | None = None
 
     def __enter__(self) -> "StopSignals":
-        self.install()
-        return self
-
-    def install(self) -> None:
-        """(Re)installs the handlers: starting Ray installs a SIGTERM handler of its own."""
         if threading.current_thread() is threading.main_thread():
             for signum in _HANDLED:
-                previous = signal.signal(signum, self._handle)
-                self._previous.setdefault(signum, previous)
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
 
     def __exit__(self, *exc) -> None:
         for signum, handler in self._previous.items():

@@ -23,7 +23,7 @@ from typing import Any, Callable, TextIO
 
 from impala_rep.config import TrainConfig
 from impala_rep.run.errors import (LearnerLost, SetupError, TrainingFailed, TrainingInterrupted)
-from impala_rep.run.loopback import keep_embedded_ray_on_loopback
+from impala_rep.run.ray_setup import prepare_ray_import
 from impala_rep.run.monitor import Monitor, TrainResult
 from impala_rep.run.prepare import prepare
 from impala_rep.run.shutdown import StopSignals
@@ -60,67 +60,91 @@ def train(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
     """
     start = time.monotonic()
     out = sys.stdout if out is None else out  # looked up per call: callers may redirect stdout
-    if config.run.launcher == "ray" and not config.run.ray_address:
-        keep_embedded_ray_on_loopback()  # before anything imports ray (run/loopback.py)
-    plan = prepare(config, agent=agent, loss=loss, resume=resume)
-    launcher = _launcher(plan)
-    monitor = Monitor(plan, out=out, start=start)
-    signals = StopSignals(out=out, on_second=launcher.abort)
-    failure: str | None = None
-    try:
-        with signals:
-            launcher.connect()
-            signals.install()  # Ray's start-up replaced our SIGTERM handler with its own
-            first = launcher.start()
-            monitor.open(first, restored_from=launcher.restored_from)
-            actors = ActorSupervisor(fleet=launcher.fleet, num_actors=config.actors.num_actors,
-                                     seed=config.run.seed, start_step=first.learner_steps,
-                                     max_failures=config.actors.max_actor_failures)
-            if (placement := launcher.placement()) is not None:
-                monitor.say(placement)
-            while failure is None and signals.received is None:
-                try:
-                    failures = actors.poll(config.run.report_every_s)
-                    report = launcher.report()
-                except ActorCrashLoop as err:
-                    failure = f"actors keep failing: {err}"
-                    break
-                except LearnerLost as err:
-                    failure = str(err)
-                    break
-                monitor.actor_failures(failures)
-                monitor.report(report, actor_restarts=actors.restarts)
-                failure = _failure_in(report)
-                if report.done:
-                    break
-            monitor.finish_progress()
-            # Stop the learner first: actors blocked on its full queue are released and
-            # their loops end; then the final checkpoint (none after a non-finite step or
-            # an error: the last good one stays the newest).
-            try:
-                monitor.saved(launcher.stop_learner())
-            except LearnerLost as err:
-                failure = failure or str(err)
-            if failure is None:
-                # One last record after the stop: its counters are final, and
-                # frames_produced == frames + frames_queued reconciles the whole run.
-                try:
-                    monitor.report(launcher.report(), actor_restarts=actors.restarts,
-                                   progress=False)
-                except LearnerLost as err:
-                    failure = str(err)
-    finally:
+    launcher = None
+    # From the first line on: a signal during the checks or the start-up stops the run too.
+    signals = StopSignals(out=out, on_second=lambda: launcher is not None and launcher.abort())
+    with signals:
+        if config.run.launcher == "ray":  # before anything imports ray (run/ray_setup.py)
+            prepare_ray_import(embedded=not config.run.ray_address)
+        plan = prepare(config, agent=agent, loss=loss, resume=resume)
+        if signals.received is not None:  # nothing started or written yet
+            raise TrainingInterrupted(signals.received, None)
+        launcher = _launcher(plan)
+        monitor = Monitor(plan, out=out, start=start)
         try:
-            launcher.close()
+            failure = _drive(launcher, monitor, signals, config)
         finally:
-            monitor.close()
+            try:
+                launcher.close()
+            finally:
+                monitor.close()
     if failure is not None:
         raise TrainingFailed(monitor.failure_message(failure))
+    if signals.received is not None and not monitor.records:  # stopped while starting up
+        monitor.discard_if_unresumable()
+        raise TrainingInterrupted(signals.received, None)
     result = monitor.result()
     monitor.summary(result)
     if signals.received is not None:
+        monitor.discard_if_unresumable()
         raise TrainingInterrupted(signals.received, result)
     return result
+
+
+def _drive(launcher, monitor: Monitor, signals: StopSignals, config: TrainConfig) -> str | None:
+    """Starts the run, watches it until it is done, fails or is stopped, and stops it;
+    returns why it failed (None: it did not)."""
+    launcher.connect()
+    if signals.received is not None:
+        return None
+    first = launcher.start()
+    monitor.open(first, restored_from=launcher.restored_from)
+    actors = ActorSupervisor(fleet=launcher.fleet, num_actors=config.actors.num_actors,
+                             seed=config.run.seed, start_step=first.learner_steps,
+                             max_failures=config.actors.max_actor_failures)
+    if (placement := launcher.placement()) is not None:
+        monitor.say(placement)
+    failure = None
+    while failure is None and signals.received is None:
+        try:
+            failures = actors.poll(config.run.report_every_s)
+            report = launcher.report()
+        except ActorCrashLoop as err:
+            # Every actor fails once the learner is gone: say that, not "actors keep failing".
+            failure = _learner_lost(launcher) or f"actors keep failing: {err}"
+            break
+        except LearnerLost as err:
+            failure = str(err)
+            break
+        monitor.actor_failures(failures)
+        monitor.report(report, actor_restarts=actors.restarts)
+        failure = _failure_in(report)
+        if report.done:
+            break
+    monitor.finish_progress()
+    # Stop the learner first: actors blocked on its full queue are released and their
+    # loops end; then the final checkpoint (none after a non-finite step or an error:
+    # the last good one stays the newest).
+    try:
+        monitor.saved(launcher.stop_learner())
+    except LearnerLost as err:
+        return failure or str(err)
+    if failure is None:
+        # One last record after the stop: its counters are final, and
+        # frames_produced == frames + frames_queued reconciles the whole run.
+        try:
+            monitor.report(launcher.report(), actor_restarts=actors.restarts, progress=False)
+        except LearnerLost as err:
+            failure = str(err)
+    return failure
+
+
+def _learner_lost(launcher) -> str | None:
+    try:
+        launcher.report()
+    except LearnerLost as err:
+        return str(err)
+    return None
 
 
 def _launcher(plan):
