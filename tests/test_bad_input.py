@@ -7,7 +7,9 @@ resume: exit 1, and the new logdir is removed, so the same command can run again
 """
 
 import importlib.util
+import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -16,9 +18,9 @@ import pytest
 TESTS_DIR = pathlib.Path(__file__).parent
 
 
-def _train(*args, cwd=None, timeout=300):
+def _train(*args, cwd=None, timeout=300, env=None):
     return subprocess.run([sys.executable, "-m", "impala_rep", "train", *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=cwd)
+                          text=True, timeout=timeout, cwd=cwd, env=env)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -72,6 +74,63 @@ def test_what_ray_could_never_satisfy_is_refused_instead_of_waited_for(args, mes
 
 def _machine_has_a_gpu() -> bool:
     return pathlib.Path("/proc/driver/nvidia/gpus").is_dir()
+
+
+# --- what this machine does not have: refused in preparation (run/resources.py) ---------
+
+HAS_ALE = importlib.util.find_spec("ale_py") is not None
+
+
+def _skip_reason(case: str) -> str | None:
+    if case == "memory" and not pathlib.Path("/proc/meminfo").exists():
+        return "no /proc/meminfo: memory is not checked here"
+    if case == "atari" and not HAS_ALE:
+        return "ale_py is not installed"
+    if case == "gpu" and (_machine_has_a_gpu() or any(
+            pathlib.Path(p).exists() for p in ("/dev/nvidia0", "/dev/kfd", "/dev/dxg"))):
+        return "this machine has a GPU"
+    if case == "tpu":
+        from impala_rep.run.resources import local_tpu_present
+
+        if local_tpu_present():
+            return "this machine has a TPU"
+    return None
+
+
+@pytest.mark.parametrize("case, args, message", [
+    # ~27,000 GiB (10**7 envs x 21 Atari observations of 84x84x4 bytes, 5 unrolls held):
+    # more than any machine has.
+    ("atari", ["--env", "ALE/Pong-v5", "--preset", "atari", "--envs-per-actor", str(10**7)],
+     f"bad envs_per_actor {10**7}: the unroll buffers need ~"),
+    # ~14,000,000 GiB of CartPole unrolls.
+    ("memory", ["--unroll-length", str(10**9)], f"bad unroll_length {10**9}: the unroll buffers need ~"),
+    ("gpu", ["--launcher", "local", "--learner-devices", "gpu"],
+     "bad learner_devices 'gpu': the learner asks for 1 GPU(s) and this machine has 0; use "
+     "--learner-devices cpu or auto"),
+    ("tpu", ["--learner-devices", "tpu"],
+     "bad learner_devices 'tpu': this machine has no TPU (no /dev/accel* device, no Google device "
+     "under /dev/vfio) and TPU_NAME is not set; use tpu:NAME for a TPU reached over the network, "
+     "or --learner-devices cpu, gpu or auto"),
+    ("tpu", ["--launcher", "local", "--learner-devices", "tpu:local"],
+     "bad learner_devices 'tpu:local': this machine has no TPU"),
+])
+def test_what_this_machine_does_not_have_is_refused_before_anything_starts(case, args, message,
+                                                                            tmp_path):
+    reason = _skip_reason("memory") or _skip_reason(case)
+    if reason:
+        pytest.skip(reason)
+    logdir = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k != "TPU_NAME"}  # "tpu" then means this VM's
+    proc = _train(*args, "--logdir", str(logdir), timeout=120, env=env)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("impala-rep") and message in last, proc.stderr[-2000:]
+    if case in ("atari", "memory"):  # says what is allowed, and what the machine has
+        assert re.search(r"but this machine(?:'s cgroup memory limit leaves| has) [\d.]+ GiB "
+                         r"available; with the other settings as they are, \w+ can be at most "
+                         r"\d+", last), last
+    assert "Traceback" not in proc.stderr
+    assert not logdir.exists()
 
 
 USER_CODE = """
@@ -132,3 +191,102 @@ def test_a_run_that_fails_before_its_first_checkpoint_leaves_nothing_behind(tmp_
     proc = _train(*args, cwd=TESTS_DIR)
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert logdir.is_dir() and not any(logdir.iterdir())
+
+
+# --- the memory estimate and the device checks, without the command ----------------------
+
+GiB = 2**30
+
+
+def _estimate_fits(config, shape, dtype, num_actions, gib):
+    from impala_rep.run.resources import check_memory
+
+    return check_memory(config, shape, dtype, num_actions, available=(gib * GiB, "this machine has"))
+
+
+def test_the_default_runs_fit_a_small_machine_easily():
+    import numpy as np
+
+    from impala_rep.config import TrainConfig
+    from impala_rep.envs import atari
+    from impala_rep.presets import PRESETS
+
+    # CartPole, the defaults: 5 unrolls of 64 columns of ~0.9 kB and 3 processes.
+    estimate = _estimate_fits(TrainConfig(), (4,), np.float32, 2, gib=1)
+    assert estimate.buffer_bytes < 2**20 and estimate.total_bytes < GiB
+    # MinAtar ([10, 10, C] uint8, C <= 10), the defaults.
+    _estimate_fits(TrainConfig.from_keys({"env": "MinAtar/Breakout-v1"}), (10, 10, 10), np.uint8, 6,
+                   gib=1)
+    # Pong with --preset atari and 2-4 actors: the observations the actors really record
+    # (84x84, a stack of 4, uint8: envs/atari.py), and raw 210x160x3 frames for good measure.
+    atari_shape = (atari.FRAME_SIZE, atari.FRAME_SIZE, atari.FRAME_STACK)
+    assert atari_shape == (84, 84, 4)
+    for num_actors in (2, 4):
+        for launcher in ("ray", "local"):
+            config = TrainConfig.from_keys({**PRESETS["atari"], "env": "ALE/Pong-v5",
+                                            "num_actors": num_actors, "launcher": launcher})
+            for shape in (atari_shape, (210, 160, 3)):
+                estimate = _estimate_fits(config, shape, np.uint8, 6, gib=4)
+                assert estimate.buffer_bytes < 0.5 * GiB, (num_actors, shape, estimate)
+
+
+def test_a_refused_size_says_the_largest_that_fits():
+    import numpy as np
+
+    from impala_rep.config import TrainConfig
+    from impala_rep.presets import PRESETS
+
+    config = TrainConfig.from_keys({**PRESETS["atari"], "envs_per_actor": 100_000})
+    with pytest.raises(ValueError) as refused:
+        _estimate_fits(config, (84, 84, 4), np.uint8, 6, gib=16)
+    message = str(refused.value)
+    assert message.startswith("bad envs_per_actor 100000: the unroll buffers need ~")
+    assert "this machine has 16.0 GiB available" in message
+    most = int(re.search(r"envs_per_actor can be at most (\d+)", message).group(1))
+    _estimate_fits(config.replace({"envs_per_actor": most}), (84, 84, 4), np.uint8, 6, gib=16)
+    with pytest.raises(ValueError):
+        _estimate_fits(config.replace({"envs_per_actor": most + 1}), (84, 84, 4), np.uint8, 6, gib=16)
+    # Many actors cost processes as much as buffers: the actor count is named.
+    with pytest.raises(ValueError, match=r"^bad num_actors 400: .* num_actors can be at most \d+"):
+        _estimate_fits(TrainConfig.from_keys({"num_actors": 400}), (4,), np.float32, 2, gib=16)
+
+
+@pytest.mark.parametrize("keys, gpus, environ, message", [
+    ({"learner_devices": "gpu"}, 0, {}, "the learner asks for 1 GPU(s) and this machine has 0; use "
+                                        "--learner-devices cpu or auto"),
+    ({"learner_devices": "gpu:4", "batch_size": 32}, 2, {},
+     "the learner asks for 4 GPU(s) and this machine has 2; use --learner-devices cpu or auto, or gpu:2"),
+    ({"learner_devices": "gpu", "learner_hosts": 2}, 1, {}, "asks for 2 GPU(s) and this machine has 1"),
+    ({"learner_devices": "gpu"}, 4, {}, None),
+    ({"learner_devices": "gpu"}, None, {}, None),  # cannot be told (ROCm, WSL, macOS): not refused
+    ({"learner_devices": "gpu", "ray_address": "10.0.0.1:6379"}, 0, {}, None),  # the cluster's GPUs
+    ({"learner_devices": "auto"}, 0, {}, None),
+    ({"learner_devices": "tpu"}, 0, {}, "bad learner_devices 'tpu': this machine has no TPU"),
+    ({"learner_devices": "tpu:local"}, 0, {}, "bad learner_devices 'tpu:local': this machine has no TPU"),
+    ({"learner_devices": "tpu"}, 0, {"TPU_NAME": "my-tpu"}, None),  # reached over the network
+    ({"learner_devices": "tpu:my-tpu"}, 0, {}, None),
+    ({"learner_devices": "tpu", "ray_address": "10.0.0.1:6379"}, 0, {}, None),
+])
+def test_learner_devices_this_machine_does_not_have_are_refused(keys, gpus, environ, message):
+    from impala_rep.config import TrainConfig
+    from impala_rep.run.resources import check_devices
+
+    config = TrainConfig.from_keys({"num_actors": 2, **keys})
+    check = lambda: check_devices(config, environ=environ, gpu_count=lambda: gpus,  # noqa: E731
+                                  tpu_present=lambda: False)
+    if message is None:
+        check()
+    else:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            check()
+
+
+def test_finding_the_devices_and_memory_imports_neither_tensorflow_nor_ray():
+    code = ("import sys, impala_rep.run.resources as r; "
+            "print(r.local_gpu_count({'CUDA_VISIBLE_DEVICES': ''}), r.local_tpu_present(), "
+            "r.available_memory() is not None); "
+            "assert 'tensorflow' not in sys.modules and 'ray' not in sys.modules, 'imported'")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    if sys.platform == "linux" and not any(pathlib.Path(p).exists() for p in ("/dev/kfd", "/dev/dxg")):
+        assert proc.stdout.split()[0] == "0"  # CUDA_VISIBLE_DEVICES="" hides every GPU

@@ -2,7 +2,9 @@
 
 `prepare` reads the environment's spaces, checks the logdir (or that the run
 to resume can be continued), resolves the user's agent and loss, and returns a
-`RunPlan` with everything a launcher needs. It starts no process and writes
+`RunPlan` with everything a launcher needs. On a machine of its own (no
+`--ray-address`) it also checks the learner's devices and that the unroll
+buffers fit in memory (`run/resources.py`). It starts no process and writes
 nothing; every failure is a `SetupError` with one line naming the value and
 what is allowed.
 """
@@ -71,13 +73,22 @@ def prepare(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
     """
     from impala_rep.envs.factory import check_env_options, describe_env
     from impala_rep.run.code_check import check_user_code
+    from impala_rep.run.resources import check_devices, check_memory
     from impala_rep.run.resume import check_resumable
     from impala_rep.run.user_code import resolve_agent_and_loss
 
+    # This machine's devices and memory: only where the run's processes will run (the
+    # embedded Ray or --launcher local); a cluster's nodes cannot be seen before connecting.
+    on_this_machine = not config.run.ray_address
     try:
+        if on_this_machine:
+            check_devices(config)
         check_env_options(config.env.id, sticky_actions=config.env.sticky_actions,
                           episodic_life=config.env.episodic_life)
         env_spec = describe_env(config.env.id)
+        if on_this_machine:
+            check_memory(config, env_spec.observation_shape, env_spec.observation_dtype,
+                         env_spec.num_actions)
         if resume:
             check_resumable(config)
         else:
