@@ -19,7 +19,8 @@ __all__ = ["RayActor", "create_actor"]
 
 class _ActorProcess:
     def __init__(self, *, env: EnvConfig, actors: ActorConfig, seed: int,
-                 agent_factory: Callable[[], Any], learner, weights_from=None):
+                 agent_factory: Callable[[], Any], learner, weights_from=None,
+                 slot: int | None = None):
         import tensorflow as tf
 
         # Many actor processes share few cores: one thread each for TensorFlow's
@@ -30,6 +31,7 @@ class _ActorProcess:
 
         self._actor = build_actor(env=env, actors=actors, agent_factory=agent_factory, seed=seed)
         self._learner = learner
+        self._slot = slot  # sent with each unroll: the learner tells the driver who is silent
         self._weights_from = learner if weights_from is None else weights_from
         version, published = ray.get(self._weights_from.latest_weights.remote())
         self._actor.set_weights(ray.get(published[0]), version)
@@ -53,7 +55,7 @@ class _ActorProcess:
 
         return run_actor_loop(
             actor=self._actor,
-            send=lambda unroll, stats: self._learner.enqueue.remote(unroll, stats),
+            send=lambda unroll, stats: self._learner.enqueue.remote(unroll, stats, sender=self._slot),
             receive=receive,
             fetch_weights=ray.get,
             max_unrolls=max_unrolls,
@@ -63,9 +65,11 @@ class _ActorProcess:
 RayActor = ray.remote(_ActorProcess)
 
 
-def create_actor(*, config: TrainConfig, agent_factory, learner, seed: int, weights_from=None):
+def create_actor(*, config: TrainConfig, agent_factory, learner, seed: int, weights_from=None,
+                 slot: int | None = None):
     """Starts one actor process for `config` that feeds `learner` (and takes its weights
-    from `weights_from`, default `learner`). Ray spreads actors over the cluster's nodes."""
+    from `weights_from`, default `learner`) as actor `slot`. Ray spreads actors over the
+    cluster's nodes."""
     return RayActor.options(num_cpus=1, scheduling_strategy="SPREAD").remote(
         env=config.env, actors=config.actors, seed=seed, agent_factory=agent_factory,
-        learner=learner, weights_from=weights_from)
+        learner=learner, weights_from=weights_from, slot=slot)

@@ -55,8 +55,8 @@ class LearnerHost:
             addresses=addresses, publish=ray.put)
         return self._service.restored_from
 
-    def enqueue(self, unroll, stats=None):
-        return self._service.enqueue(unroll, stats)
+    def enqueue(self, unroll, stats=None, *, sender=None):
+        return self._service.enqueue(unroll, stats, sender=sender)
 
     def latest_weights(self):
         return self._service.latest_weights()

@@ -40,6 +40,9 @@ class LearnerReport:
     error: str | None = None                # a traceback, if training failed
     non_finite: str | None = None           # why training stopped on a non-finite loss
     last_checkpoint: tuple[str, int] | None = None  # (path, learner step)
+    # Seconds since each actor (by slot) last sent an unroll; 0 while it waits on a
+    # full queue. Slots that have not sent since this learner started are absent.
+    actor_silence_s: dict[int, float] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def merge(cls, reports: Sequence[LearnerReport]) -> LearnerReport:
@@ -47,7 +50,7 @@ class LearnerReport:
 
         Frames, queue contents and episodes add up; the step is the one every host
         has completed; busy time is the hosts' mean; the loss metrics and the
-        checkpoint are the chief's; the return mean weighs each host's by the
+        checkpoint are the chief's; each actor's silence is its host's; the return mean weighs each host's by the
         episodes it covers; the run is done, or failed, once any host is.
         """
         if not reports:
@@ -81,4 +84,7 @@ class LearnerReport:
             error=first("error"),
             non_finite=first("non_finite"),
             last_checkpoint=chief.last_checkpoint,
+            # Each actor feeds one host: its silence is that host's.
+            actor_silence_s={slot: silence for r in reports
+                             for slot, silence in r.actor_silence_s.items()},
         )

@@ -99,6 +99,8 @@ class LearnerService:
         self._error: str | None = None
         self._non_finite: str | None = None
         self._last_checkpoint: tuple[str, int] | None = None  # (path, learner step)
+        self._last_heard: dict[int, float] = {}   # actor slot -> when it last sent (monotonic)
+        self._waiting: collections.Counter = collections.Counter()  # slot -> sends in enqueue
         self.restored_from: str | None = None
         if resume:
             if checkpoint is None:
@@ -122,18 +124,37 @@ class LearnerService:
         self._thread.start()
 
     # --- called by actors -----------------------------------------------------------
-    def enqueue(self, unroll: Unroll, stats: EpisodeStats | None = None) -> tuple[bool, int, list]:
-        """Queues one unroll (blocking while full); replies (stop, version, [weights])."""
-        if not self._done.is_set():
-            try:
-                self._queue.put(unroll, stats)
-            except QueueClosed:
-                pass
+    def enqueue(self, unroll: Unroll, stats: EpisodeStats | None = None, *,
+                sender: int | None = None) -> tuple[bool, int, list]:
+        """Queues one unroll (blocking while full); replies (stop, version, [weights]).
+
+        `sender`: the actor's slot, so the driver can tell a hung actor from one that
+        waits on a full queue (`LearnerReport.actor_silence_s`)."""
+        self._heard(sender, +1)
+        try:
+            if not self._done.is_set():
+                try:
+                    self._queue.put(unroll, stats)
+                except QueueClosed:
+                    pass
+        finally:
+            self._heard(sender, -1)
         version, weights = self._published
         return self._done.is_set(), version, weights
 
     def latest_weights(self) -> tuple[int, list]:
         return self._published
+
+    def _heard(self, sender: int | None, waiting: int) -> None:
+        if sender is not None:
+            with self._lock:
+                self._last_heard[sender] = time.monotonic()
+                self._waiting[sender] += waiting
+
+    def _actor_silence_s(self) -> dict[int, float]:
+        now = time.monotonic()
+        return {slot: 0.0 if self._waiting[slot] else now - heard
+                for slot, heard in self._last_heard.items()}
 
     # --- called by the driver -------------------------------------------------------
     def report(self) -> LearnerReport:
@@ -151,6 +172,7 @@ class LearnerService:
             if self._step_started is not None:
                 busy_s += time.monotonic() - self._step_started
             last_checkpoint = self._last_checkpoint
+            actor_silence_s = self._actor_silence_s()
         # One locked read, so produced == consumed + queued holds in every report.
         counts = self._queue.counts()
         return LearnerReport(
@@ -171,6 +193,7 @@ class LearnerService:
             error=self._error,
             non_finite=self._non_finite,
             last_checkpoint=last_checkpoint,
+            actor_silence_s=actor_silence_s,
         )
 
     def stop(self, timeout_s: float = 300.0) -> bool:

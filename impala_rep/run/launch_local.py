@@ -94,18 +94,24 @@ class _ThreadActorFleet:
             version, published = service.latest_weights()
             actor.set_weights(published[0], version)
         except Exception as err:  # noqa: BLE001 - reported as the actor's failure
-            self._ended.put((slot, f"failed to start: {one_line(err)}"))
+            self._end(slot, f"failed to start: {one_line(err)}")
             return
         try:
             # Sending is the call itself: enqueue blocks while the queue is full
             # (back-pressure) and its reply carries the newest weights.
             run_actor_loop(actor=actor, send=lambda unroll, stats: (unroll, stats),
-                           receive=lambda sent: service.enqueue(*sent),
+                           receive=lambda sent: service.enqueue(*sent, sender=slot),
                            fetch_weights=lambda weights: weights)
         except Exception as err:  # noqa: BLE001 - an env or policy error ends this actor only
-            self._ended.put((slot, one_line(err)))
+            self._end(slot, one_line(err))
             return
-        self._ended.put((slot, None))
+        self._end(slot, None)
+
+    def _end(self, slot: int, cause: str | None) -> None:
+        # Only the slot's current thread speaks for it: a hung one that was replaced
+        # (remove) and ends later says nothing.
+        if self._threads.get(slot) is threading.current_thread():
+            self._ended.put((slot, cause))
 
     def wait(self, timeout_s: float) -> list[tuple[int, str | None]]:
         """Ended loops, waiting up to `timeout_s` while some still run (as `ray.wait` does)."""
@@ -120,7 +126,9 @@ class _ThreadActorFleet:
                 return ended
 
     def remove(self, slot: int) -> None:
-        self._threads.pop(slot).join(timeout=5.0)  # its loop has returned already
+        # A failed loop has returned already. A hung one cannot be stopped from outside
+        # (Python threads cannot be killed): it is left behind as a daemon thread.
+        self._threads.pop(slot).join(timeout=5.0)
 
     def stop(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

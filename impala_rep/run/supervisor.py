@@ -1,7 +1,9 @@
 """Keeps `num_actors` actors feeding the learner, replacing any that fail.
 
-An actor fails when its process dies (killed, out of memory) or its loop
-raises (an env exception). The supervisor has the actor's remains removed,
+An actor fails when its process dies (killed, out of memory), its loop
+raises (an env exception), or it hangs: it sends no unroll for `timeout_s`
+(start-up included; the learner reports each actor's silence, and waiting on
+a full queue is not silence). The supervisor has the actor's remains removed,
 starts a replacement with a fresh seed in the same slot and reports the event
 with its cause, so the driver can log and count it. Failures that keep coming
 (an env that crashes on every start) would otherwise loop forever: more than
@@ -17,7 +19,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import time
-from typing import Protocol
+from typing import Mapping, Protocol
 
 import numpy as np
 
@@ -69,14 +71,18 @@ class ActorSupervisor:
       num_actors: slots to keep filled.
       seed, start_step: mixed into every actor's seed (`actor_seed`).
       max_failures, window_s: the crash-loop limit.
+      timeout_s: silence after which an actor counts as hung (`replace_silent`).
     """
 
     def __init__(self, *, fleet: ActorFleet, num_actors: int, seed: int,
-                 start_step: int = 0, max_failures: int = 10, window_s: float = 600.0):
+                 start_step: int = 0, max_failures: int = 10, window_s: float = 600.0,
+                 timeout_s: float = float("inf")):
         self._fleet = fleet
         self._seed, self._start_step = seed, start_step
         self._max_failures, self._window_s = max_failures, window_s
+        self._timeout_s = timeout_s
         self._generation = [0] * num_actors
+        self._started_at = [0.0] * num_actors
         self._failure_times: collections.deque = collections.deque()
         self.restarts = 0
         self.finished: set[int] = set()   # slots whose loop ended because the learner said stop
@@ -86,6 +92,7 @@ class ActorSupervisor:
     def _start(self, slot: int) -> None:
         seed = actor_seed(seed=self._seed, slot=slot, generation=self._generation[slot],
                           start_step=self._start_step)
+        self._started_at[slot] = time.monotonic()
         self._fleet.start(slot, seed)
 
     def poll(self, timeout_s: float) -> list[ActorFailure]:
@@ -102,17 +109,40 @@ class ActorSupervisor:
             if cause is None:
                 self.finished.add(slot)
                 continue
-            self._fleet.remove(slot)
-            now = time.monotonic()
-            self._failure_times.append(now)
-            while self._failure_times and now - self._failure_times[0] > self._window_s:
-                self._failure_times.popleft()
-            if len(self._failure_times) > self._max_failures:
-                raise ActorCrashLoop(
-                    f"{len(self._failure_times)} actor failures within {self._window_s:.0f} s "
-                    f"(limit {self._max_failures}); the last, in actor {slot}: {cause}")
-            self._generation[slot] += 1
-            self.restarts += 1
-            self._start(slot)
-            failures.append(ActorFailure(slot=slot, cause=cause, restarts=self.restarts))
+            failures.append(self._replace(slot, cause))
         return failures
+
+    def replace_silent(self, silence_s: Mapping[int, float]) -> list[ActorFailure]:
+        """Replaces the actors that sent nothing for longer than `timeout_s`.
+
+        Args:
+          silence_s: seconds since each slot's actor last sent an unroll, as the learner
+            reports it (`LearnerReport.actor_silence_s`); a slot is silent at most since
+            its actor started, so an old entry does not count against a replacement.
+
+        Raises:
+          ActorCrashLoop: as `poll`.
+        """
+        now, failures = time.monotonic(), []
+        for slot, started in enumerate(self._started_at):
+            silent = min(silence_s.get(slot, float("inf")), now - started)
+            if slot not in self.finished and silent > self._timeout_s:
+                failures.append(self._replace(
+                    slot, f"sent no unroll for {silent:.0f} s (limit {self._timeout_s:.0f} s): "
+                          "hung, replaced"))
+        return failures
+
+    def _replace(self, slot: int, cause: str) -> ActorFailure:
+        self._fleet.remove(slot)
+        now = time.monotonic()
+        self._failure_times.append(now)
+        while self._failure_times and now - self._failure_times[0] > self._window_s:
+            self._failure_times.popleft()
+        if len(self._failure_times) > self._max_failures:
+            raise ActorCrashLoop(
+                f"{len(self._failure_times)} actor failures within {self._window_s:.0f} s "
+                f"(limit {self._max_failures}); the last, in actor {slot}: {cause}")
+        self._generation[slot] += 1
+        self.restarts += 1
+        self._start(slot)
+        return ActorFailure(slot=slot, cause=cause, restarts=self.restarts)

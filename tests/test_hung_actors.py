@@ -1,0 +1,50 @@
+"""An actor that hangs (alive, sending nothing) is noticed and replaced, through `train`.
+
+With one actor the learner gets nothing until the hung actor is replaced, so a
+run that reaches its frame total proves the replacement; with two learner hosts
+one silent actor stalls both hosts (they step together), and the same holds.
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+TESTS_DIR = pathlib.Path(__file__).parent
+
+
+def _train(tmp_path, *flags):
+    env = dict(os.environ, HANGING_ENV_MARKER=str(tmp_path / "hung"),
+               PYTHONPATH=os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH"))
+                                          if p))
+    logdir = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "impala_rep", "train", "--env", "hanging_env:HangingCartPole-v1",
+         "--envs-per-actor", "8", "--batch-size", "8", "--total-frames", "4000",
+         "--actor-timeout", "15", "--logdir", str(logdir), *flags],
+        capture_output=True, text=True, timeout=600, env=env)
+    return done, logdir
+
+
+def _events(logdir):
+    return [json.loads(line) for line in (logdir / "events.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("flags", [
+    ["--num-actors", "1"],
+    ["--num-actors", "1", "--launcher", "local"],
+    ["--num-actors", "2", "--learner-hosts", "2"],
+], ids=["ray", "local", "two-learner-hosts"])
+def test_a_hung_actor_is_replaced_and_the_run_finishes(tmp_path, flags):
+    done, logdir = _train(tmp_path, *flags)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "hung").exists()  # an env really hung
+    failures = [e for e in _events(logdir) if e["event"] == "actor_restart"]
+    assert len(failures) == 1, failures
+    assert "sent no unroll for" in failures[0]["cause"] and "hung, replaced" in failures[0]["cause"]
+    last = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()][-1]
+    assert last["frames"] >= 4000 and last["actor_restarts"] == 1
+    assert "hung, replaced" in done.stdout + done.stderr  # the console says it too
