@@ -13,6 +13,10 @@ learner (`config.learner.hosts == 1`) is a group of one, built the same way:
    then the strategy, the `Learner` and, on resume, the restored checkpoint.
    All K start together: the strategy waits for the whole group.
 
+Every start-up call is bounded: a host Ray does not place within
+`PLACE_TIMEOUT_S`, or that is not built within `START_TIMEOUT_S`, ends the start
+with `LearnerNotAnswering` naming it (and, for a placement, what it asks for).
+
 Each host trains on B / K columns per step from its own queue, fed by the
 actors assigned to it round robin (actor slot s -> host s % K); the
 collectives make the update that of the whole batch of B. Host 0, the chief,
@@ -31,8 +35,8 @@ from impala_rep.config import TrainConfig
 from impala_rep.learner.ray_learner import RayLearnerHost, learner_gpus
 from impala_rep.learner.report import LearnerReport
 
-__all__ = ["LearnerGroup", "create_learner_group", "distinct_addresses", "REPORT_TIMEOUT_S",
-           "SAVE_TIMEOUT_S"]
+__all__ = ["LearnerGroup", "LearnerNotAnswering", "create_learner_group", "distinct_addresses",
+           "PLACE_TIMEOUT_S", "START_TIMEOUT_S", "REPORT_TIMEOUT_S", "SAVE_TIMEOUT_S"]
 
 # Seconds a host gets to end its training thread on stop: a host left in a
 # collective by a dead or failed peer never ends it, and is killed instead.
@@ -40,6 +44,18 @@ _HOST_STOP_TIMEOUT_S = 120.0
 # The driver's other calls are bounded too (a host that stops answering is then lost).
 REPORT_TIMEOUT_S = 60.0
 SAVE_TIMEOUT_S = 600.0
+# Seconds Ray gets to place every host and start its process (a new Python with Ray; the
+# constructor imports no TensorFlow): seconds normally, 20 s or so on a loaded 2-core
+# machine. A host still unplaced after this waits for resources no node has free.
+PLACE_TIMEOUT_S = 120.0
+# Seconds the placed hosts get to build (`start`): importing TensorFlow and building the
+# learner took 30+ s on a loaded 2-core CI machine, a resume also reads a checkpoint (one
+# that took up to SAVE_TIMEOUT_S to write), and a group's hosts wait for the slowest.
+START_TIMEOUT_S = 600.0
+
+
+class LearnerNotAnswering(RuntimeError):
+    """A learner host did not answer a start-up call in time; the message says which and why."""
 
 
 class LearnerGroup:
@@ -67,8 +83,12 @@ class LearnerGroup:
 
     def wait_started(self) -> str | None:
         """Waits for every host to be built (a group's first collective: the strategy);
-        returns the checkpoint the chief restored from (None: a new run)."""
-        restored = ray.get(self._started)[0]
+        returns the checkpoint the chief restored from (None: a new run).
+        LearnerNotAnswering if some host is not built within `START_TIMEOUT_S`."""
+        restored = _get_in_time(self._started, START_TIMEOUT_S, lambda late: (
+            f"{_hosts(late, len(self.hosts))} did not finish starting within "
+            f"{START_TIMEOUT_S:.0f} s (importing TensorFlow, building the learner, restoring a "
+            "checkpoint, or the hosts of a group connecting to each other)"))[0]
         self._started = []
         return restored
 
@@ -117,27 +137,55 @@ def create_learner_group(config: TrainConfig, observation_shape, agent_factory, 
 
     Call `wait_started()` before using it. `resume` restores every host from the
     newest readable checkpoint in LOGDIR/checkpoints (written by any number of hosts)."""
-    count = config.learner.hosts
+    count, gpus = config.learner.hosts, learner_gpus(config.learner.devices)
     hosts = [RayLearnerHost.options(
         num_cpus=1,
-        num_gpus=learner_gpus(config.learner.devices),
+        num_gpus=gpus,
         # Every actor of this host may block in enqueue (back-pressure) while the
         # driver still gets reports.
         max_concurrency=-(-config.actors.num_actors // count) + 4,
         # One host per node where Ray can, so the group's hosts really are hosts.
         scheduling_strategy="SPREAD" if count > 1 else "DEFAULT",
     ).remote() for _ in range(count)]
+
+    def placed(refs: list[Any]) -> list[Any]:  # the hosts' first answers: placed and running
+        return _get_in_time(refs, PLACE_TIMEOUT_S, lambda late: (
+            f"Ray did not place {_hosts(late, count)} within {PLACE_TIMEOUT_S:.0f} s: "
+            f"{'it asks' if count == 1 else 'each host asks'} for 1 CPU"
+            f"{f' and {gpus} GPU(s)' if gpus else ''} on one node, and no node had them free"))
+
     addresses: list[str] = []
-    if count > 1:
-        try:
+    try:
+        if count > 1:
             addresses = distinct_addresses(
-                lambda: ray.get([host.host_address.remote() for host in hosts]))
-        except RuntimeError:
-            for host in hosts:
-                ray.kill(host)
-            raise
+                lambda: placed([host.host_address.remote() for host in hosts]))
+        else:
+            placed([hosts[0].pid.remote()])
+    except (RuntimeError, ray.exceptions.RayError):  # nothing of the group may linger
+        for host in hosts:
+            ray.kill(host)
+        raise
     started = [host.start.remote(config=config, observation_shape=tuple(observation_shape),
                                  agent_factory=agent_factory, frame_skip=frame_skip,
                                  loss_fn=loss_fn, resume=resume, host=index, addresses=addresses)
                for index, host in enumerate(hosts)]
     return LearnerGroup(hosts, started)
+
+
+def _get_in_time(refs: list[Any], timeout_s: float, late: Callable[[list[int]], str]) -> list[Any]:
+    """`ray.get(refs)` bounded by `timeout_s`, as report/stop/save are; on a timeout,
+    LearnerNotAnswering(`late(indices of the refs that did not answer)`)."""
+    try:
+        return ray.get(refs, timeout=timeout_s)
+    except ray.exceptions.GetTimeoutError:
+        _, pending = ray.wait(refs, num_returns=len(refs), timeout=0)
+        if not pending:  # all answered just now
+            return ray.get(refs)
+        raise LearnerNotAnswering(late([refs.index(ref) for ref in pending])) from None
+
+
+def _hosts(indices: list[int], count: int) -> str:
+    """"the learner" for a group of one, else which hosts ("learner hosts 0, 2 of 3")."""
+    if count == 1:
+        return "the learner"
+    return f"learner host{'s' if len(indices) > 1 else ''} {', '.join(map(str, indices))} of {count}"

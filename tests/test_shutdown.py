@@ -4,6 +4,8 @@ and no Ray process left behind; a second Ctrl-C exits at once."""
 import json
 import os
 import pathlib
+import re
+import resource
 import signal
 import subprocess
 import sys
@@ -184,3 +186,71 @@ def test_a_signal_while_checking_inputs_exits_before_anything_is_written(tmp_pat
     assert process.returncode == 143, out
     assert "Traceback" not in out, out
     assert not logdir.exists()
+
+
+def test_a_failed_log_write_stops_the_run_with_a_checkpoint(tmp_path):
+    logdir = tmp_path / "run"
+    process = start_training(logdir)
+    wait_for_training(process, logdir)
+    spawned = descendants(process.pid)
+    # A real write fault in the driver alone (its processes are all started): a file
+    # size limit just above metrics.jsonl, so its next record fails with EFBIG, as a
+    # full disk fails with ENOSPC. The learner, which writes the checkpoints, is unlimited.
+    size = (logdir / "metrics.jsonl").stat().st_size
+    resource.prlimit(process.pid, resource.RLIMIT_FSIZE, (size + 1, size + 1))
+    out, _ = process.communicate(timeout=180)
+
+    assert process.returncode == 1, out
+    assert f"impala-rep: error: cannot write the run's logs in {logdir}: OSError: [Errno 27] File too large" in out
+    match = re.search(r"the last good checkpoint is (\S+) \(learner step (\d+)\); continue with: "
+                      r"impala-rep train --resume (\S+)", out)
+    assert match and match[3] == str(logdir), out
+    index = (logdir / "checkpoints" / "checkpoint").read_text()
+    assert f'model_checkpoint_path: "ckpt-{match[2]}"' in index  # the stop's own checkpoint is the newest
+    time.sleep(1.0)
+    assert not alive(spawned), f"orphaned processes: {alive(spawned)}"
+
+
+def test_a_stopped_two_host_run_resumes_on_two_hosts_and_continues_its_counters(tmp_path):
+    logdir = tmp_path / "run"
+    process = start_training(logdir, "--learner-hosts", "2", "--num-actors", "2")
+    wait_for_training(process, logdir)
+    process.send_signal(signal.SIGTERM)  # as a preemption does
+    out, _ = process.communicate(timeout=180)
+    assert process.returncode == 143, out
+    stopped = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()][-1]
+    step, frames = stopped["learner_steps"], stopped["frames"]
+    assert f'"ckpt-{step}"' in (logdir / "checkpoints" / "checkpoint").read_text()
+
+    # Only the flags given change the saved config: still 2 hosts, a new frame total.
+    resumed = subprocess.run([sys.executable, "-m", "impala_rep", "train", "--resume", str(logdir),
+                              "--total-frames", str(frames + 8000)],
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"resumed from {logdir / 'checkpoints' / f'ckpt-{step}'} (learner step {step:,}, " \
+           f"{frames:,} frames)" in resumed.stdout
+    records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
+    after = records[records.index(stopped) + 1:]  # the stop's record is the checkpoint's: kept
+    assert after[0]["learner_steps"] >= step and after[0]["frames"] >= frames
+    assert records[-1]["frames"] >= frames + 8000
+    assert json.loads((logdir / "config.json").read_text())["learner"]["hosts"] == 2
+
+
+def test_a_dead_learner_is_reported_as_such_when_more_actors_fail_than_are_tolerated(tmp_path):
+    # Once the learner is gone every actor's loop fails: with more actors than
+    # --max-actor-failures that is a "crash loop", but the cause is the learner.
+    logdir = tmp_path / "run"
+    process = start_training(logdir, "--num-actors", "3", "--max-actor-failures", "1")
+    wait_for_training(process, logdir)
+    spawned = descendants(process.pid)
+    learner = [pid for pid in spawned
+               if pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::LearnerHost")]
+    assert len(learner) == 1, learner
+    os.kill(learner[0], signal.SIGKILL)
+    out, _ = process.communicate(timeout=180)
+    assert process.returncode == 1, out
+    assert "impala-rep: error: the learner process died" in out, out
+    assert "actors keep failing" not in out
+    assert "continue with: impala-rep train --resume" in out or "no checkpoint" in out
+    time.sleep(1.0)
+    assert not alive(spawned), f"orphaned processes: {alive(spawned)}"

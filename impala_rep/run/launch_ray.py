@@ -18,7 +18,7 @@ import ray
 
 from impala_rep.learner.report import LearnerReport
 from impala_rep.run.console import ray_console_options
-from impala_rep.run.errors import LearnerLost, TrainingFailed
+from impala_rep.run.errors import LearnerLost, SetupError, TrainingFailed, one_line
 from impala_rep.run.ray_setup import WORKER_ENV, is_loopback
 from impala_rep.run.prepare import RunPlan
 from impala_rep.run.ray_cluster import check_reachable, check_resources
@@ -50,7 +50,11 @@ class RayLauncher:
         config = self._plan.config
         if config.run.ray_address:
             check_reachable(config.run.ray_address)
-        self._started_ray = self._ray_owner.start(_start_ray, config)
+        try:
+            self._started_ray = self._ray_owner.start(_start_ray, config)
+        except ConnectionError as err:  # something answered at the address, but not Ray's GCS
+            raise SetupError(f"bad ray_address {config.run.ray_address!r}: could not join a Ray "
+                             f"cluster there ({one_line(err)})") from None
         check_resources(config, ray.cluster_resources(), embedded=not config.run.ray_address)
 
     def start(self) -> LearnerReport:
@@ -153,7 +157,8 @@ class _RayActorFleet:
 
         actor = create_actor(config=self._plan.config, agent_factory=self._plan.agent_factory,
                              learner=self._learner.host_for(slot),
-                             weights_from=self._learner.weights_source_for(slot), seed=seed)
+                             weights_from=self._learner.weights_source_for(slot), seed=seed,
+                             slot=slot)
         if self._plan.config.run.ray_address:  # asked before run() is queued behind it
             self._node_refs.append(actor.node_id.remote())
         self._actors[slot] = actor
@@ -191,6 +196,8 @@ class _RayActorFleet:
 
     def remove(self, slot: int) -> None:
         ray.kill(self._actors.pop(slot))
+        # A hung actor's loop has not ended: its end is not to be reported later.
+        self._runs = {ref: s for ref, s in self._runs.items() if s != slot}
 
     def stop(self, timeout_s: float) -> None:
         if self._runs:

@@ -4,11 +4,14 @@ The `Monitor` turns the learner's reports into what a user sees and what the
 run leaves in its logdir (config.json, metrics.jsonl, events.jsonl,
 tensorboard/). It opens the logdir only once the run is really running
 (`open`, after the launcher started the learner and actors), so a run that
-fails to start leaves no half-written directory behind.
+fails to start leaves no half-written directory behind. A write that fails (a
+full disk, a lost mount) ends the logging, not the process: `write_failure`
+says what failed, and the driver stops the run with a checkpoint.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import pathlib
 import shutil
@@ -17,6 +20,7 @@ from typing import Any, TextIO
 
 from impala_rep.learner.report import LearnerReport
 from impala_rep.learner.service import RETURN_WINDOW
+from impala_rep.run.errors import one_line
 from impala_rep.run.prepare import RunPlan
 from impala_rep.run.run_log import RunLog, write_json_atomically
 from impala_rep.run.supervisor import ActorFailure
@@ -45,6 +49,7 @@ class Monitor:
         self._last: dict[str, float] = {}
         self.records: list[dict[str, Any]] = []
         self.last_checkpoint: tuple[str, int] | None = None
+        self.write_failure: str | None = None  # the first failed write of the logs, one line
         config = plan.config
         # What a failed new run may remove again: its directory, or an empty one's contents.
         self._discardable = config.run.logdir is not None and not plan.resume
@@ -59,23 +64,38 @@ class Monitor:
     def open(self, first: LearnerReport, *, restored_from: str | None) -> None:
         """The run is running: writes config.json and opens the logs; `first` is the learner's
         first report (after a restore: the restored counters)."""
-        logdir = self._config.run.logdir
-        if logdir is not None:
-            path = pathlib.Path(logdir)
-            path.mkdir(parents=True, exist_ok=True)
-            write_json_atomically(path / "config.json", self._config.to_json())
-            restored = None if restored_from is None else self._skip * first.frames_consumed
-            self._log = RunLog(path, resumed_frames=restored)
-            if restored_from is not None:
-                self._log.event({"event": "resumed", "wall_s": self._wall_s(), "checkpoint":
-                                 restored_from, "frames": restored,
-                                 "dropped_records": self._log.dropped})
+        if self._config.run.logdir is not None:
+            with self._writing():
+                self._open_logs(first, restored_from)
         if restored_from is not None:
             print(f"impala-rep: resumed from {restored_from} (learner step {first.learner_steps:,}, "
                   f"{self._skip * first.frames_consumed:,} frames)", file=self._out)
         self.last_checkpoint = first.last_checkpoint
         self._last = {"t": time.monotonic(), "produced": self._skip * first.frames_produced,
                       "consumed": self._skip * first.frames_consumed, "busy": 0.0}
+
+    def _open_logs(self, first: LearnerReport, restored_from: str | None) -> None:
+        path = pathlib.Path(self._config.run.logdir)
+        path.mkdir(parents=True, exist_ok=True)
+        write_json_atomically(path / "config.json", self._config.to_json())
+        restored = None if restored_from is None else self._skip * first.frames_consumed
+        self._log = RunLog(path, resumed_frames=restored)
+        if restored_from is not None:
+            self._log.event({"event": "resumed", "wall_s": self._wall_s(), "checkpoint":
+                             restored_from, "frames": restored, "dropped_records": self._log.dropped})
+
+    @contextlib.contextmanager
+    def _writing(self):
+        """Turns a failed write of the logs into `write_failure` and ends the logging."""
+        try:
+            yield
+        except OSError as err:
+            self.write_failure = self.write_failure or (
+                f"cannot write the run's logs in {self._config.run.logdir}: {one_line(err)}")
+            log, self._log = self._log, None
+            if log is not None:
+                with contextlib.suppress(OSError):
+                    log.close()
 
     def say(self, line: str) -> None:
         print(f"impala-rep: {line}", file=self._out, flush=True)
@@ -85,9 +105,10 @@ class Monitor:
             print(f"\nimpala-rep: actor {event.slot} failed ({event.cause}); started a replacement "
                   f"(actor restarts: {event.restarts})", file=self._out, flush=True)
             if self._log is not None:
-                self._log.event({"event": "actor_restart", "wall_s": self._wall_s(),
-                                 "actor": event.slot, "cause": event.cause,
-                                 "actor_restarts": event.restarts})
+                with self._writing():
+                    self._log.event({"event": "actor_restart", "wall_s": self._wall_s(),
+                                     "actor": event.slot, "cause": event.cause,
+                                     "actor_restarts": event.restarts})
 
     def report(self, report: LearnerReport, *, actor_restarts: int, progress: bool = True) -> None:
         """One metrics record from `report` (frames in env frames), logged and shown."""
@@ -99,7 +120,8 @@ class Monitor:
         self.last_checkpoint = report.last_checkpoint or self.last_checkpoint
         self.records.append(record)
         if self._log is not None:
-            self._log.write(record)
+            with self._writing():
+                self._log.write(record)
         if progress:
             self._progress.update(record)
 
@@ -111,7 +133,8 @@ class Monitor:
 
     def close(self) -> None:
         if self._log is not None:
-            self._log.close()
+            with self._writing():
+                self._log.close()
 
     def result(self) -> TrainResult:
         final = self.records[-1]

@@ -78,6 +78,7 @@ def train(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
                 launcher.close()
             finally:
                 monitor.close()
+    failure = failure or monitor.write_failure  # closing the logs flushes them
     if failure is not None:
         raise TrainingFailed(monitor.failure_message(failure))
     if signals.received is not None and not monitor.records:  # stopped while starting up
@@ -98,17 +99,21 @@ def _drive(launcher, monitor: Monitor, signals: StopSignals, config: TrainConfig
     if signals.received is not None:
         return None
     first = launcher.start()
-    monitor.open(first, restored_from=launcher.restored_from)
     actors = ActorSupervisor(fleet=launcher.fleet, num_actors=config.actors.num_actors,
                              seed=config.run.seed, start_step=first.learner_steps,
-                             max_failures=config.actors.max_actor_failures)
-    if (placement := launcher.placement()) is not None:
+                             max_failures=config.actors.max_actor_failures,
+                             timeout_s=config.actors.actor_timeout_s)
+    placement = launcher.placement()  # may fail (TrainingFailed): nothing is written yet
+    monitor.open(first, restored_from=launcher.restored_from)
+    if placement is not None:
         monitor.say(placement)
-    failure = None
+    failure = monitor.write_failure
     while failure is None and signals.received is None:
         try:
             failures = actors.poll(config.run.report_every_s)
             report = launcher.report()
+            if not report.done:
+                failures += actors.replace_silent(report.actor_silence_s)
         except ActorCrashLoop as err:
             # Every actor fails once the learner is gone: say that, not "actors keep failing".
             failure = _learner_lost(launcher) or f"actors keep failing: {err}"
@@ -118,7 +123,7 @@ def _drive(launcher, monitor: Monitor, signals: StopSignals, config: TrainConfig
             break
         monitor.actor_failures(failures)
         monitor.report(report, actor_restarts=actors.restarts)
-        failure = _failure_in(report)
+        failure = _failure_in(report) or monitor.write_failure
         if report.done:
             break
     monitor.finish_progress()
@@ -136,7 +141,7 @@ def _drive(launcher, monitor: Monitor, signals: StopSignals, config: TrainConfig
             monitor.report(launcher.report(), actor_restarts=actors.restarts, progress=False)
         except LearnerLost as err:
             failure = str(err)
-    return failure
+    return failure or monitor.write_failure
 
 
 def _learner_lost(launcher) -> str | None:
