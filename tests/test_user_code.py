@@ -1,5 +1,6 @@
 """`module:attribute` specs (`--agent`, `--loss`): clear errors, and user code that reaches workers."""
 
+import json
 import os
 import subprocess
 import sys
@@ -106,3 +107,81 @@ def test_cli_bad_agent_or_loss_exits_2_and_writes_nothing(tmp_path, flag, spec, 
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("impala-rep: error: ") and message in last, proc.stderr[-2000:]
     assert not (tmp_path / "run").exists()
+
+
+SIBLING_HELPER = '''
+from impala_rep import MLPAgent, impala_loss_fn
+
+HIDDEN_SIZES = (32,)
+
+
+class SiblingAgent(MLPAgent):
+    """Defined beside my_agent.py, in no installed package: it reaches the workers by value."""
+
+
+def sibling_loss(**tensors):
+    return impala_loss_fn(**tensors)
+'''
+
+SIBLING_USER = '''
+import helper
+from helper import HIDDEN_SIZES
+
+
+def make_agent(*, observation_shape, num_actions):
+    return helper.SiblingAgent(num_actions=num_actions, hidden_sizes=HIDDEN_SIZES)
+
+
+def my_loss(**tensors):
+    return helper.sibling_loss(**tensors)
+'''
+
+
+@pytest.mark.parametrize("launcher", ["ray", "local"])
+def test_a_file_that_imports_a_module_beside_it_trains(tmp_path, launcher):
+    # my_agent.py imports helper.py from its own folder, which is neither the working
+    # directory nor on any path: the driver finds helper while importing my_agent, and
+    # Ray's learner and actor processes get both by value. The default launcher starts
+    # its own embedded Ray.
+    code, elsewhere, logdir = tmp_path / "code", tmp_path / "elsewhere", tmp_path / "run"
+    code.mkdir()
+    elsewhere.mkdir()
+    (code / "helper.py").write_text(SIBLING_HELPER)
+    (code / "my_agent.py").write_text(SIBLING_USER)
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "PYTHONPATH")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "impala_rep", "train", "--agent", f"{code / 'my_agent.py'}:make_agent",
+         "--loss", f"{code / 'my_agent.py'}:my_loss", "--launcher", launcher,
+         "--total-frames", "3200", "--num-actors", "1", "--envs-per-actor", "16",
+         "--unroll-length", "20", "--batch-size", "16", "--logdir", str(logdir)],
+        cwd=elsewhere, capture_output=True, text=True, timeout=300,
+        env=dict(env, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["learner_steps"] >= 10 and records[-1]["loss"] is not None
+
+
+def test_modules_beside_a_file_are_pickled_by_value(tmp_path, monkeypatch, tmp_path_factory):
+    import ray.cloudpickle
+
+    (tmp_path / "helper_beside.py").write_text("SCALE = 7\ndef scale(x):\n    return SCALE * x\n")
+    (tmp_path / "uses_helper.py").write_text(
+        "import helper_beside\n\ndef make(*, observation_shape, num_actions):\n"
+        "    return helper_beside.scale(num_actions)\n")
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+    try:
+        builder = agent_builder(f"{tmp_path / 'uses_helper.py'}:make", observation_shape=(4,),
+                                num_actions=2)
+        assert str(tmp_path) not in sys.path  # only while importing
+        payload = tmp_path_factory.mktemp("payload") / "builder.pkl"
+        payload.write_bytes(ray.cloudpickle.dumps(builder))
+    finally:
+        for name in ("uses_helper", "helper_beside"):
+            module = sys.modules.pop(name, None)
+            if module is not None and name in ray.cloudpickle.list_registry_pickle_by_value():
+                ray.cloudpickle.unregister_pickle_by_value(module)
+    code = "import pickle, sys; print(pickle.load(open(sys.argv[1], 'rb'))())"
+    proc = subprocess.run([sys.executable, "-c", code, str(payload)], cwd=payload.parent,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["14"]

@@ -2,13 +2,17 @@
 
 A spec is either `package.module:name`, imported with the current directory
 first on `sys.path` (as `python -m` does), or `path/to/file.py:name`, loaded
-from that file. Code of your own (a file, or a module found in the current
-directory) is registered with Ray's cloudpickle to be pickled BY VALUE, so the
-learner and actor processes receive the code itself and need not import the
-module: the examples folder is not on their `sys.path`, and with
-`--ray-address` they may run on other machines. This is the mechanism Ray Serve
-uses for user classes named by import path. Modules from installed packages
-travel by reference, as usual (workers import them).
+from that file with the file's directory first on `sys.path` while it is
+imported (as `python path/to/file.py` would), so it can import modules beside
+it. Code of your own (the module named, and every module it newly imports from
+that directory, or from the current directory for the first form) is
+registered with Ray's cloudpickle to be pickled BY VALUE, so the learner and
+actor processes receive the code itself and need not import it: the file's
+folder is not on their `sys.path`, and with `--ray-address` they may run on
+other machines. This is the mechanism Ray Serve uses for user classes named by
+import path. Modules from installed packages travel by reference, as usual
+(workers import them). As with any code pickled by value, an `import` that
+runs only later, inside a function, is not covered: workers cannot resolve it.
 
 Nothing here imports TensorFlow; Ray is imported only to register a module.
 """
@@ -30,12 +34,14 @@ __all__ = ["load", "agent_builder", "resolve_agent_and_loss"]
 
 
 def _import(module: str, *, spec: str, what: str):
-    """Imports `module` (a dotted name or a .py path); returns it and whether it is the user's own."""
+    """Imports `module` (a dotted name or a .py path); returns it and whether it is the user's
+    own. The user's modules it newly imports are registered for pickling by value."""
     if module.endswith(".py"):
         return _import_file(pathlib.Path(module), spec=spec, what=what), True
     cwd = os.getcwd()
     if cwd not in sys.path:
         sys.path.insert(0, cwd)  # as `python -m` would: the user's modules are found here
+    before = set(sys.modules)
     try:
         imported = importlib.import_module(module)
     except ModuleNotFoundError as err:
@@ -44,9 +50,43 @@ def _import(module: str, *, spec: str, what: str):
     except Exception as err:  # the user's module raised while importing: say so, on one line
         raise ValueError(f"bad {what} {spec!r}: importing {module!r} raised "
                          f"{type(err).__name__}: {err}") from None
+    _register_new_modules(before, pathlib.Path(cwd))
     file = getattr(imported, "__file__", None)
     own = file is not None and pathlib.Path(file).resolve().is_relative_to(pathlib.Path.cwd().resolve())
     return imported, own
+
+
+def _register_new_modules(before: set[str], directory: pathlib.Path) -> None:
+    """Registers for pickling by value every module imported since `before` (names in
+    sys.modules) that was found in `directory`, the user's folder on sys.path.
+
+    cloudpickle pickles a function or class by value only if its own module is registered
+    (a package covers its submodules), and a module object (`import helper`) likewise; the
+    rest travel by reference, and a worker without `directory` on its path cannot import
+    them. "Found in directory": the module's top-level package was new too and lives right
+    there (`directory/top.py`, `directory/top/`), so neither an installed package that
+    happens to lie below it (a virtualenv in the project folder) nor new submodules of a
+    package imported earlier (this one, in an editable install) are sent by value.
+    """
+    directory = directory.resolve()
+    own = [sys.modules[name] for name in sorted(set(sys.modules) - before)
+           if sys.modules.get(name) is not None and (top := name.partition(".")[0]) not in before
+           and top in sys.modules and _found_in(sys.modules[top], directory)]
+    if own:
+        import ray.cloudpickle
+
+        for module in own:
+            ray.cloudpickle.register_pickle_by_value(module)
+
+
+def _found_in(module, directory: pathlib.Path) -> bool:
+    """Whether top-level `module` is the source file `directory/NAME.py` or the package
+    `directory/NAME/` (a compiled extension cannot travel by value)."""
+    name, file = module.__name__, getattr(module, "__file__", None)
+    if file is not None:
+        return pathlib.Path(file).resolve() in (directory / f"{name}.py", directory / name / "__init__.py")
+    return any(pathlib.Path(location).resolve() == directory / name  # a namespace package
+               for location in getattr(module, "__path__", ()))
 
 
 def _import_file(path: pathlib.Path, *, spec: str, what: str):
@@ -64,13 +104,22 @@ def _import_file(path: pathlib.Path, *, spec: str, what: str):
                          "imported; rename the file")
     module_spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(module_spec)
+    directory = path.resolve().parent
+    before = set(sys.modules)
     sys.modules[name] = module  # cloudpickle's by-value registration needs it there
+    # Its siblings are found while it is imported (as `python path/to/file.py` finds them);
+    # afterwards the driver's path is as before, as the workers' is.
+    sys.path.insert(0, str(directory))
     try:
         module_spec.loader.exec_module(module)
     except Exception as err:
         del sys.modules[name]
         raise ValueError(f"bad {what} {spec!r}: importing {str(path)!r} raised "
                          f"{type(err).__name__}: {err}") from None
+    finally:
+        if str(directory) in sys.path:  # unless the module took it off itself
+            sys.path.remove(str(directory))
+    _register_new_modules(before, directory)
     return module
 
 
