@@ -230,7 +230,8 @@ def test_every_config_field_has_one_flag_and_its_default(capsys, preset):
     assert set(actions) == {f.key for f in fields}
     for field in fields:
         action = actions[field.key]
-        assert action.option_strings == [field.flag] and action.dest == field.key
+        negated = ["--no-" + field.flag[2:]] if isinstance(expected.get(field.key), bool) else []
+        assert action.option_strings == [field.flag, *negated] and action.dest == field.key
         assert action.help.endswith(f"(default: {format_value(expected.get(field.key))})"), field.key
 
 
@@ -243,7 +244,9 @@ def test_each_flag_reads_back_the_value_its_help_shows():
     for field in config_fields():
         value = default.get(field.key)
         if isinstance(value, bool):
-            given, value = [field.flag], True
+            for given, value in ([field.flag], True), (["--no-" + field.flag[2:]], False):
+                assert vars(explicit_args(["train", *given])) == {"command": "train", field.key: value}
+            continue
         else:
             given = [field.flag, format_value(value)]
         assert vars(explicit_args(["train", *given])) == {"command": "train", field.key: value}

@@ -6,7 +6,7 @@ effective defaults (the dataclasses' own, overlaid by a `--preset`), and its
 `dest` is the field's key, so the parsed namespace feeds
 `TrainConfig.from_keys` as it is.
 
-The parsers read the text: `int`, `float`, `str`, `bool` (a switch),
+The parsers read the text: `int`, `float`, `str`, `bool` (a switch, `--x` or `--no-x`),
 `tuple[int, ...]` as `64,64`, and `X | None` also as the word `none`. The
 dataclasses check the values (a bad one: `bad <key> <value>: ...`). A few
 ranges are checked here as well, for a message naming the flag: counts (every
@@ -124,7 +124,8 @@ def add_config_flags(parser: argparse.ArgumentParser, defaults: TrainConfig, *,
             "default": argparse.SUPPRESS if explicit_only else default}
         kind, optional = _type_of(field)
         if kind is bool:
-            kwargs["action"] = "store_true"
+            # `--x` and `--no-x`: a preset's True, or a resumed run's, can be switched off.
+            kwargs["action"] = argparse.BooleanOptionalAction
         else:
             kwargs["type"] = _parser(field.key, kind, optional)
             if meta.get("choices"):
