@@ -127,7 +127,8 @@ def impala_loss(
       values: ``[T, B]`` ``V(x_t)`` from the learner.
       bootstrap_value: ``[B]`` ``V(x_T)``.
       rewards: ``[T, B]`` reward of transition ``t -> t+1``.
-      discounts: ``[T, B]`` ``gamma * (1 - terminated)``.
+      discounts: ``[T, B]`` ``gamma * (1 - (terminated or truncated))``
+        (``impala_rep.transitions.vtrace_inputs``).
       baseline_cost: weight of the baseline loss.
       entropy_cost: weight of the entropy loss.
       clip_rho_threshold: see :func:`impala_rep.vtrace.from_importance_weights`.

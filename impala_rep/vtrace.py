@@ -16,8 +16,10 @@ All tensors are time-major and follow the package's time-indexing convention
 ``actions[t]`` was taken at observation ``t``; ``rewards[t]`` and
 ``discounts[t]`` belong to the transition ``t -> t+1``;
 ``bootstrap_value = V(x_T)`` has shape ``[B]``.
-``discounts[t] = gamma * (1 - terminated[t])``, so a zero discount marks an
-episode end inside the unroll and cuts both the value bootstrap and the trace.
+``discounts[t] = gamma * (1 - (terminated[t] or truncated[t]))``
+(``impala_rep.transitions.vtrace_inputs``), so a zero discount marks an episode
+that ended or was cut by a time limit inside the unroll, and cuts both the value
+bootstrap and the trace.
 
 Everything here is a pure function with no Python loop over ``T`` (the
 backward recursion is a ``tf.scan``), so it traces once per input signature
@@ -109,7 +111,8 @@ def from_importance_weights(
 
     Args:
       log_rhos: ``[T, B]`` log importance weights ``log pi(a_t|x_t) - log mu(a_t|x_t)``.
-      discounts: ``[T, B]`` ``gamma * (1 - terminated)`` of transition ``t -> t+1``.
+      discounts: ``[T, B]`` ``gamma * (1 - (terminated or truncated))`` of transition
+        ``t -> t+1``.
       rewards: ``[T, B]`` reward of transition ``t -> t+1``.
       values: ``[T, B]`` ``V(x_t)`` under the current (target) value function.
       bootstrap_value: ``[B]`` ``V(x_T)``.
@@ -226,7 +229,8 @@ def from_logits(
       target_policy_logits: ``[T, B, NUM_ACTIONS]`` logits of the learner's
         policy ``pi``.
       actions: ``[T, B]`` integer actions taken at observation ``t``.
-      discounts: ``[T, B]`` ``gamma * (1 - terminated)`` of transition ``t -> t+1``.
+      discounts: ``[T, B]`` ``gamma * (1 - (terminated or truncated))`` of transition
+        ``t -> t+1``.
       rewards: ``[T, B]`` reward of transition ``t -> t+1``.
       values: ``[T, B]`` ``V(x_t)``.
       bootstrap_value: ``[B]`` ``V(x_T)``.

@@ -22,38 +22,26 @@ implements a collective of its own.
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
-    losses = replicator.run(step_fn, input_fn())   # one result per replica
-    mean_loss = replicator.reduce("mean", losses)
+    mean_loss = replicator.reduce("mean", replicator.run(step_fn, input_fn()))
 
-Gradient semantics: `wrap_optimizer` MEAN-reduces gradients over replicas. If
-each replica's loss is a mean over its shard, the update equals the one for the
-mean loss over the global batch. If the loss is a SUM over the shard (as in the
-IMPALA paper), multiply it by `num_replicas()` inside `step_fn` to get the
-gradient of the sum over the global batch.
+Gradient semantics: `wrap_optimizer` MEAN-reduces gradients over replicas (scale
+a loss that is a SUM over the shard, as IMPALA's, by `num_replicas()`). A Keras
+optimizer used unwrapped SUMS them instead: N times the mean gradient.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from typing import Any, Callable, Iterable, Sequence
 
 import tensorflow as tf
 
 from impala_rep.devices import DeviceSpec, parse_devices, tpu_resolver_args
 
-__all__ = [
-    "DeviceSpec",
-    "Replicator",
-    "CrossReplicaBatchNorm",
-    "parse_devices",
-    "all_reduce",
-    "all_gather",
-    "broadcast",
-    "replica_id",
-    "num_replicas",
-    "all_reduce_gradients",
-]
+__all__ = ["DeviceSpec", "Replicator", "CrossReplicaBatchNorm", "parse_devices", "all_reduce",
+           "all_gather", "broadcast", "replica_id", "num_replicas", "all_reduce_gradients"]
 
 def _logical_cpus(count: int) -> list[str]:
     """Splits the host CPU into `count` logical devices (only before TF initialises)."""
@@ -295,14 +283,27 @@ class ReplicatedOptimizer:
         context = tf.distribute.get_replica_context()
         replicas = 1 if context is None else context.num_replicas_in_sync
         if replicas > 1:
-            # Keras 3 optimizers always SUM gradients over replicas inside
-            # apply_gradients (keras/src/backend/tensorflow/optimizer.py,
-            # _all_reduce_sum_gradients) and offer no public switch to skip it, nor a
-            # way to update from the cross-replica context. Our gradients are already
-            # the mean and identical on every replica, so hand Keras mean / N: its sum
-            # gives back the mean. tests/test_replicator.py pins this (2 replicas == 1).
+            _warn_if_made_outside_scope(self._optimizer, replicas)
+            # Keras 3 optimizers always SUM gradients over replicas in apply_gradients
+            # (keras/src/backend/tensorflow/optimizer.py, _all_reduce_sum_gradients), with
+            # no public switch to skip it nor a way to update from the cross-replica context.
+            # Ours are already the mean, identical on every replica, so hand Keras mean / N:
+            # its sum gives back the mean. tests/test_replicator.py pins this (2 replicas == 1).
             grads = [g / replicas for g in grads]
         self._optimizer.apply_gradients(zip(grads, variables))
+
+
+def _warn_if_made_outside_scope(optimizer: Any, replicas: int) -> None:
+    """Warns (once per trace) of optimizer variables every replica updates (not mirrored)."""
+    extended = tf.distribute.get_strategy().extended
+    outside = [v.name for v in getattr(optimizer, "variables", ())
+               if not extended.variable_created_in_scope(getattr(v, "value", v))]
+    if outside:
+        warnings.warn(f"{len(outside)} optimizer variable(s), first {outside[0]!r}, were created "
+                      f"outside Replicator.scope(), so each of the {replicas} replicas updates them: "
+                      "the step counter (and a learning-rate schedule) and slots such as momentum "
+                      f"advance {replicas} times per step; create and build the optimizer inside scope()",
+                      RuntimeWarning, stacklevel=3)
 
 
 def all_reduce_gradients(grads: Sequence[Any]) -> list[Any]:

@@ -121,8 +121,12 @@ def test_a_resume_with_another_batch_size_keeps_the_learning_rate_where_the_fram
     first = train_in_subprocess(keys)
     assert first.returncode == 0, first.stderr[-3000:]
     done = len(records(logdir))
-    more = train_in_subprocess({**keys, "total_frames": 80_000, "batch_size": 32}, resume=True)
+    # Through the command, as a user resumes: only the flags given change the saved config.
+    more = subprocess.run([sys.executable, "-m", "impala_rep", "train", "--resume", str(logdir),
+                           "--total-frames", "80000", "--batch-size", "32"],
+                          capture_output=True, text=True, timeout=300)
     assert more.returncode == 0, more.stderr[-3000:]
+    assert json.loads((logdir / "config.json").read_text())["learner"]["batch_size"] == 32
     lr0, total, per_step = 5e-3, 80_000, 20 * 32
     for record in records(logdir)[done:]:
         if record["learning_rate"] is None:
@@ -133,3 +137,19 @@ def test_a_resume_with_another_batch_size_keeps_the_learning_rate_where_the_fram
         upper = lr0 * (1 - (record["frames"] - 3 * per_step) / total)
         lower = lr0 * (1 - record["frames"] / total)
         assert lower - 1e-7 <= record["learning_rate"] <= upper + 1e-7, record
+
+
+def test_a_resume_that_fails_to_restore_leaves_config_json_as_it_was(tmp_path):
+    logdir = tmp_path / "run"
+    first = train_in_subprocess({**SMALL, "launcher": "local", "logdir": str(logdir), "num_actors": 1,
+                                 "total_frames": 10_000})
+    assert first.returncode == 0, first.stderr[-3000:]
+    saved = (logdir / "config.json").read_bytes()
+    for data in (logdir / "checkpoints").glob("ckpt-*.data-*"):
+        data.write_bytes(b"not a checkpoint")  # every checkpoint unreadable
+    more = subprocess.run([sys.executable, "-m", "impala_rep", "train", "--resume", str(logdir),
+                           "--launcher", "local", "--total-frames", "20000", "--batch-size", "32"],
+                          capture_output=True, text=True, timeout=300)
+    assert more.returncode == 1, more.stdout + more.stderr
+    assert "the learner could not start" in more.stderr and "Traceback" not in more.stderr
+    assert (logdir / "config.json").read_bytes() == saved

@@ -154,3 +154,69 @@ def test_learner_asks_ray_for_its_gpus(spec, gpus):
     from impala_rep.learner.ray_learner import learner_gpus
 
     assert learner_gpus(spec) == gpus
+
+
+# The optimizer mistakes the README ("Optimizers") describes, on 2 logical CPUs: an
+# optimizer made outside scope() (warned of), and a Keras optimizer used unwrapped
+# (Keras sums the replicas' gradients; not detectable, so pinned here as documented).
+OPTIMIZER_MISTAKES = """
+import json, warnings
+import numpy as np
+from impala_rep import Replicator
+replicator = Replicator("cpu:2")
+import tensorflow as tf
+
+x = np.random.default_rng(0).normal(size=(8, 3)).astype(np.float32)
+y = x.sum(1, keepdims=True)
+
+def train(where, steps=3):
+    make = lambda: tf.keras.optimizers.SGD(0.1, momentum=0.9)
+    if where == "outside":
+        optimizer = make()
+    with replicator.scope():
+        model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(1, kernel_initializer="zeros")])
+        if where != "outside":
+            optimizer = make()
+        applied = optimizer if where == "unwrapped" else replicator.wrap_optimizer(optimizer)
+        if where != "outside":
+            applied.build(model.trainable_variables)
+    if where == "outside":
+        applied.build(model.trainable_variables)
+
+    def step_fn(batch):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(batch["x"]) - batch["y"]))
+        applied.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        return loss
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        replicator.run(step_fn, {"x": x, "y": y})
+        first = model.trainable_variables[0].numpy().ravel().tolist()
+        for _ in range(steps - 1):
+            replicator.run(step_fn, {"x": x, "y": y})
+    return {"warnings": [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)],
+            "iterations": int(optimizer.iterations.numpy()), "first_step": first}
+
+print("RESULT " + json.dumps({where: train(where) for where in ("inside", "outside", "unwrapped")}))
+"""
+
+
+def test_optimizer_mistakes_on_two_replicas():
+    proc = subprocess.run([sys.executable, "-c", OPTIMIZER_MISTAKES], capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, f"worker failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    result = json.loads(lines[-1][len("RESULT "):])
+    inside, outside, unwrapped = result["inside"], result["outside"], result["unwrapped"]
+    # Made and built inside scope(): no warning, one count per step.
+    assert inside["warnings"] == [] and inside["iterations"] == 3
+    # Made outside: every replica advances the step counter (and the momentum slot).
+    assert outside["iterations"] == 6
+    assert outside["warnings"], "no warning for an optimizer made outside scope()"
+    assert all("created outside Replicator.scope()" in w and "advance 2 times per step" in w
+               for w in outside["warnings"])
+    # Unwrapped: Keras sums the 2 replicas' gradients, so plain SGD's first step is twice the
+    # wrapped (mean) one; no warning can see it.
+    np.testing.assert_allclose(unwrapped["first_step"], 2 * np.asarray(inside["first_step"]), rtol=1e-5)
+    assert unwrapped["warnings"] == [] and unwrapped["iterations"] == 3
