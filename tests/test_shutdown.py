@@ -215,6 +215,17 @@ def test_a_stopped_two_host_run_resumes_on_two_hosts_and_continues_its_counters(
     logdir = tmp_path / "run"
     process = start_training(logdir, "--learner-hosts", "2", "--num-actors", "2")
     wait_for_training(process, logdir)
+    # What listens beyond loopback, measured: only TensorFlow's gRPC server of each learner
+    # host (it binds 0.0.0.0, hard-coded in TF's GrpcServer; docs/long_jobs.md says so).
+    spawned = descendants(process.pid)
+    hosts = {pid for pid in spawned
+             if pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::LearnerHost")}
+    assert len(hosts) == 2
+    beyond_loopback = {address for address in listening_addresses(spawned | {process.pid})
+                       if not is_loopback(address.rsplit(":", 1)[0])}
+    assert beyond_loopback <= listening_addresses(hosts)
+    assert len(beyond_loopback) == 2 and all(a.rsplit(":", 1)[0] in ("0.0.0.0", "*")
+                                             for a in beyond_loopback), beyond_loopback
     process.send_signal(signal.SIGTERM)  # as a preemption does
     out, _ = process.communicate(timeout=180)
     assert process.returncode == 143, out
