@@ -9,7 +9,7 @@ import gymnasium
 
 
 class CrashingCartPole(gymnasium.Wrapper):
-    CRASH_AFTER = 30  # steps: inside an actor's second unroll of 20
+    FAULT_AFTER = 30  # steps: inside an actor's second unroll of 20
 
     def __init__(self):
         super().__init__(gymnasium.make("CartPole-v1"))
@@ -17,9 +17,13 @@ class CrashingCartPole(gymnasium.Wrapper):
 
     def step(self, action):
         self._steps += 1
-        if self._steps > self.CRASH_AFTER:
-            raise RuntimeError("simulated env crash")
+        if self._steps > self.FAULT_AFTER:
+            self.fault()
         return self.env.step(action)
+
+    def fault(self):
+        """What goes wrong on every step past FAULT_AFTER (hanging_env.py overrides it)."""
+        raise RuntimeError("simulated env crash")
 
 
 gymnasium.register(id="CrashingCartPole-v1", entry_point=CrashingCartPole)

@@ -1,6 +1,6 @@
 """`hanging_env:HangingCartPole-v1`: CartPole whose `step` hangs, once per test.
 
-The first env (in any process) to reach step `HANG_AFTER` claims the marker file
+The first env (in any process) to step past `FAULT_AFTER` claims the marker file
 named by `$HANGING_ENV_MARKER` and sleeps: its actor stays alive and sends
 nothing, as an actor stuck in a C extension or a deadlocked env would. Every
 other env, the replacement actor's included, steps normally, so a run that
@@ -12,20 +12,13 @@ import os
 import time
 
 import gymnasium
+from crashing_env import CrashingCartPole
 
 
-class HangingCartPole(gymnasium.Wrapper):
-    HANG_AFTER = 30  # steps: inside an actor's second unroll of 20
-
-    def __init__(self):
-        super().__init__(gymnasium.make("CartPole-v1"))
-        self._steps = 0
-
-    def step(self, action):
-        self._steps += 1
-        if self._steps == self.HANG_AFTER and _claim(os.environ["HANGING_ENV_MARKER"]):
+class HangingCartPole(CrashingCartPole):
+    def fault(self):
+        if _claim(os.environ["HANGING_ENV_MARKER"]):
             time.sleep(3600)
-        return self.env.step(action)
 
 
 def _claim(path: str) -> bool:

@@ -73,19 +73,27 @@ def start_training(logdir: pathlib.Path, *flags: str) -> subprocess.Popen:
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def wait_for_training(process: subprocess.Popen, logdir: pathlib.Path, timeout=180.0) -> None:
-    """Until a report shows learner steps (Ray, the learner and the actor are all up)."""
+def wait_until(process: subprocess.Popen, ready, what: str, timeout: float) -> None:
+    """Polls `ready()` while `process` runs; kills it if `ready` does not hold in time."""
     deadline = time.monotonic() + timeout
-    metrics = logdir / "metrics.jsonl"
     while time.monotonic() < deadline:
         assert process.poll() is None, process.stdout.read()
-        if metrics.exists():
-            lines = metrics.read_text().splitlines()
-            if lines and json.loads(lines[-1])["learner_steps"] > 0:
-                return
-        time.sleep(0.2)
+        if ready():
+            return
+        time.sleep(0.05)
     process.kill()
-    raise AssertionError("training did not start in time")
+    raise AssertionError(f"{what} did not happen in time")
+
+
+def wait_for_training(process: subprocess.Popen, logdir: pathlib.Path, timeout=180.0) -> None:
+    """Until a report shows learner steps (Ray, the learner and the actor are all up)."""
+    metrics = logdir / "metrics.jsonl"
+
+    def trained() -> bool:
+        lines = metrics.read_text().splitlines() if metrics.exists() else []
+        return bool(lines) and json.loads(lines[-1])["learner_steps"] > 0
+
+    wait_until(process, trained, "training", timeout)
 
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
@@ -143,18 +151,17 @@ def test_a_second_ctrl_c_exits_at_once_without_orphans(tmp_path):
 def wait_for_ray_to_start(process: subprocess.Popen, timeout=120.0) -> None:
     """Until the embedded Ray's raylet runs under the command (start-up under way, no
     learner step yet)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.stdout.read()
+
+    def raylet() -> bool:
         for pid in descendants(process.pid):
             try:
                 if "raylet" in pathlib.Path(f"/proc/{pid}/cmdline").read_text():
-                    return
+                    return True
             except OSError:
                 continue
-        time.sleep(0.05)
-    process.kill()
-    raise AssertionError("Ray did not start in time")
+        return False
+
+    wait_until(process, raylet, "Ray's start", timeout)
 
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
