@@ -1,8 +1,8 @@
 """An actor that hangs (alive, sending nothing) is noticed and replaced, through `train`.
 
-With one actor the learner gets nothing until the hung actor is replaced, so a
-run that reaches its frame total proves the replacement; with two learner hosts
-one silent actor stalls both hosts (they step together), and the same holds.
+In both cases the learner gets nothing until the hung actor is replaced (one
+actor; or two learner hosts, which step together, so one silent actor stalls
+both), so a run that reaches its frame total proves the replacement.
 """
 
 import json
@@ -24,7 +24,7 @@ def _train(tmp_path, *flags):
     done = subprocess.run(
         [sys.executable, "-m", "impala_rep", "train", "--env", "hanging_env:HangingCartPole-v1",
          "--envs-per-actor", "8", "--batch-size", "8", "--total-frames", "4000",
-         "--actor-timeout", "15", "--logdir", str(logdir), *flags],
+         "--actor-timeout", "20", "--logdir", str(logdir), *flags],
         capture_output=True, text=True, timeout=600, env=env)
     return done, logdir
 
@@ -33,11 +33,12 @@ def _events(logdir):
     return [json.loads(line) for line in (logdir / "events.jsonl").read_text().splitlines()]
 
 
+# Under Ray with two learner hosts (actor s feeds host s % 2, so the hung actor's host
+# has no batch and both wait), and with the local launcher's threads.
 @pytest.mark.parametrize("flags", [
-    ["--num-actors", "1"],
-    ["--num-actors", "1", "--launcher", "local"],
     ["--num-actors", "2", "--learner-hosts", "2"],
-], ids=["ray", "local", "two-learner-hosts"])
+    ["--num-actors", "1", "--launcher", "local"],
+], ids=["ray-two-learner-hosts", "local"])
 def test_a_hung_actor_is_replaced_and_the_run_finishes(tmp_path, flags):
     done, logdir = _train(tmp_path, *flags)
     assert done.returncode == 0, done.stdout + done.stderr

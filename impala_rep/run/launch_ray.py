@@ -42,6 +42,7 @@ class RayLauncher:
         self._learner = None
         self.fleet = None  # set by start()
         self._learner_alive = True
+        self._learner_stopped = False
         self.restored_from: str | None = None
 
     def connect(self) -> None:
@@ -117,6 +118,7 @@ class RayLauncher:
             if not self._learner.stop():  # a host left in a collective by a failed peer
                 self._learner_alive = False
                 raise LearnerLost(_HOST_STUCK)
+            self._learner_stopped = True
             return self._learner.save()
         except ray.exceptions.RayActorError:
             self._learner_alive = False
@@ -128,8 +130,10 @@ class RayLauncher:
     def close(self) -> None:
         """Stops the actors and, on a shared cluster, the learner; shuts an embedded Ray down."""
         try:
-            if self.fleet is not None:  # loops end once the learner stopped; the rest are freed
-                self.fleet.stop(timeout_s=30.0)
+            if self.fleet is not None:
+                # Loops end once the learner has stopped: wait for them then. Otherwise (a
+                # run that failed before) they never will, so they are freed at once.
+                self.fleet.stop(timeout_s=30.0 if self._learner_stopped else 0.0)
             if self._learner is not None and not self._started_ray:
                 self._learner.kill()  # on a shared cluster nothing of this run may linger
         finally:
