@@ -70,6 +70,7 @@ class Actor:
         # ~1.2 ms step for 64 CartPoles (TF 2.21, 2 cores).
         self._policy = tf.function(self._policy_step).get_concrete_function(
             *self._policy_signature())
+        self._value = None  # traced at the first time-limit cut (some envs never cut one)
 
         self._version = 0
         observation, _ = env.reset()
@@ -112,8 +113,10 @@ class Actor:
             u.actions[t] = action.numpy()
             u.behaviour_logits[t] = logits.numpy()
             step = self._env_step(u.actions[t])
-            self._observation, reward, u.terminated[t], u.truncated[t] = step
+            self._observation, reward, u.terminated[t], u.truncated[t], final = step
             u.rewards[t] = reward
+            u.truncation_values[t] = self._truncation_values(
+                final, u.truncated[t] & ~u.terminated[t], u.actions[t], u.rewards[t])
             done = u.terminated[t] | u.truncated[t]
             finished.extend(self._count_episodes(reward, done))
             self._prev_action = np.where(done, 0, u.actions[t]).astype(np.int32)
@@ -152,20 +155,53 @@ class Actor:
 
         Returns the next observation `[E, *obs]` (the new episode's first
         observation for every env that finished), raw rewards `[E]` float64,
-        terminated `[E]` and truncated `[E]` bool.
+        terminated `[E]` and truncated `[E]` bool, and the final observations of
+        the truncated envs (`{env index: observation}`).
         """
-        observation, reward, terminated, truncated, _ = self._env.step(
+        observation, reward, terminated, truncated, info = self._env.step(
             actions.astype(self._env.action_space.dtype, copy=False))
         reward = np.asarray(reward, np.float64)
         terminated = np.asarray(terminated, bool)
         truncated = np.asarray(truncated, bool)
         done = terminated | truncated
-        if self._reset_finished_envs and done.any():
-            # NEXT_STEP would spend the next step resetting these envs (action
-            # ignored, reward 0); resetting them now keeps that out of the unroll.
-            observation, _ = self._env.reset(options={"reset_mask": done})
+        cut = np.flatnonzero(truncated & ~terminated)
+        if self._reset_finished_envs:
+            # The step returned the finished episodes' last observations. NEXT_STEP would
+            # spend the next step resetting these envs (action ignored, reward 0);
+            # resetting them now keeps that out of the unroll.
+            final = {i: np.array(observation[i]) for i in cut}
+            if done.any():
+                observation, _ = self._env.reset(options={"reset_mask": done})
+        else:  # SAME_STEP: gymnasium keeps them in the info
+            final = {i: np.asarray(info["final_obs"][i]) for i in cut}
         # Copied: some vector envs (copy=False) overwrite the array they return.
-        return np.array(observation), reward, terminated, truncated
+        return np.array(observation), reward, terminated, truncated, final
+
+    def _truncation_values(self, final: dict, cut: np.ndarray, actions: np.ndarray,
+                           rewards: np.ndarray) -> np.ndarray:
+        """`[E]`: the agent's value of each cut episode's final observation (0 elsewhere).
+
+        Evaluated as the next policy call would have seen that observation: after
+        `actions` and `rewards`, from the recurrent state the step left.
+        """
+        if not final:
+            return np.zeros([self._num_envs], np.float32)
+        observation = np.array(self._observation)  # rows of uncut envs: any valid input
+        for i, final_observation in final.items():
+            observation[i] = final_observation
+        if self._value is None:
+            observation_spec, action_spec, reward_spec, _, state_spec = self._policy_signature()
+            self._value = tf.function(self._value_step).get_concrete_function(
+                observation_spec, action_spec, reward_spec, state_spec)
+        values = self._value(observation, actions, rewards, self._state).numpy()
+        return np.where(cut, values, 0.0).astype(np.float32)
+
+    def _value_step(self, observation, prev_action, prev_reward, state):
+        """The agent's baseline `[E]` float32 at `observation`, none of it an episode start."""
+        inputs = AgentInputs(observation=observation, prev_action=prev_action,
+                             prev_reward=prev_reward, first=tf.zeros_like(prev_action, tf.bool))
+        output, _ = self._agent.step(inputs, state)
+        return tf.cast(output.baseline, tf.float32)
 
     def _policy_step(self, observation, prev_action, prev_reward, first, state):
         """One compiled policy call for all `E` envs.
@@ -233,6 +269,7 @@ def _empty_unroll(*, unroll_length: int, num_envs: int, observation_space: gymna
         rewards=np.empty([t, e], np.float32),
         terminated=np.empty([t, e], bool),
         truncated=np.empty([t, e], bool),
+        truncation_values=np.empty([t, e], np.float32),
         behaviour_logits=np.empty([t, e, num_actions], np.float32),
         initial_state=None,
         policy_version=None,

@@ -33,6 +33,7 @@ def random_batch(rng, batch):
         rewards=np.ones((T, batch), np.float32),
         terminated=rng.random((T, batch)) < 0.05,
         truncated=np.zeros((T, batch), bool),
+        truncation_values=np.zeros((T, batch), np.float32),
         behaviour_logits=rng.normal(size=(T, batch, ACTIONS)).astype(np.float32),
         initial_state=(),
         policy_version=np.zeros(batch, np.int64),

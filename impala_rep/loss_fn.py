@@ -13,7 +13,7 @@ columns, time-major as everywhere in the package (see `impala_rep`):
 | outputs | `AgentOutput`: `[T+1, B', A]`, `[T+1, B']` | `agent.unroll` over all T+1 observations; index `[-1]` is the bootstrap |
 | behaviour_logits | `[T, B', A]` float32 | the actors' logits |
 | actions | `[T, B']` int32 | actions taken |
-| rewards | `[T, B']` float32 | clipped as `config.reward_clipping` says (`impala_rep.transitions.vtrace_inputs`) |
+| rewards | `[T, B']` float32 | clipped as `config.reward_clipping` says, plus `discount * V(final observation)` where a time limit cut the episode (`impala_rep.transitions.vtrace_inputs`) |
 | discounts | `[T, B']` float32 | `config.discount * (1 - (terminated or truncated))` (`vtrace_inputs`) |
 | config | `LossConfig` | discount, costs, clipping thresholds, lambda |
 
@@ -129,10 +129,10 @@ def apply_loss(loss_fn: LossFn, *, agent: Agent, batch: Mapping[str, Any], initi
     """
     inputs = AgentInputs(observation=batch["observations"], prev_action=batch["prev_actions"],
                          prev_reward=batch["prev_rewards"], first=batch["first"])
-    # Truncated steps are still episode ends (discount 0); vtrace_inputs says why.
     transitions = vtrace_inputs(rewards=batch["rewards"], terminated=batch["terminated"],
-                                truncated=batch["truncated"], discount=config.discount,
-                                reward_clipping=config.reward_clipping)
+                                truncated=batch["truncated"],
+                                truncation_values=batch["truncation_values"],
+                                discount=config.discount, reward_clipping=config.reward_clipping)
     outputs, _ = agent.unroll(inputs, initial_state)  # over all T+1 observations
     output = loss_fn(agent=agent, inputs=inputs, outputs=outputs,
                      behaviour_logits=batch["behaviour_logits"], actions=batch["actions"],

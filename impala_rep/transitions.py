@@ -1,4 +1,4 @@
-"""An unroll's transitions as V-trace sees them: clipped rewards and discounts.
+"""An unroll's transitions as V-trace sees them: clipped rewards, bootstraps and discounts.
 
 A pure function over time-major `[T, B]` tensors (see `impala_rep` for the time
 indexing): `rewards[t]`, `terminated[t]` and `truncated[t]` belong to the
@@ -27,26 +27,29 @@ class Transitions(NamedTuple):
     discounts: tf.Tensor
 
 
-def vtrace_inputs(*, rewards: Any, terminated: Any, truncated: Any, discount: float,
-                  reward_clipping: str) -> Transitions:
-    """Clips the rewards and turns episode ends into discounts.
+def vtrace_inputs(*, rewards: Any, terminated: Any, truncated: Any, truncation_values: Any,
+                  discount: float, reward_clipping: str) -> Transitions:
+    """Clips the rewards and turns episode ends into discounts and bootstraps.
 
     `rewards` are clipped to [-1, 1] with `reward_clipping="abs_one"` (the IMPALA
     paper's Atari setting), left alone with `"none"`.
-    `discounts[t] = discount * (1 - (terminated[t] or truncated[t]))`.
+    `discounts[t] = discount * (1 - (terminated[t] or truncated[t]))`: nothing
+    flows across an episode end, since `obs[t+1]` already starts the next episode.
 
-    A truncated transition (a time limit cut the episode) is treated exactly like a
-    terminated one: discount 0, so its return is bootstrapped from NOTHING, as if
-    the episode's value beyond the cut were 0. That is a known bias. The right
-    bootstrap, `discount * V(final observation)`, needs the final observation of
-    the cut episode, which the `Unroll` does not carry: `obs[t+1]` is already the
-    next episode's first observation (impala_rep/unroll.py). Fixing it needs the
-    actors to record that observation and V-trace to bootstrap from it.
+    A truncated transition (a time limit cut the episode; not a terminal state)
+    bootstraps from the value of the episode's final observation, which the
+    unroll carries as `truncation_values` (the acting agent's value of it):
+    `rewards[t] += discount * truncation_values[t]` where `truncated[t]` and not
+    `terminated[t]` (Pardo et al. 2018, "Time limits in reinforcement learning").
+    The value is in the units the value function learns, so it is added after
+    clipping. A terminated transition bootstraps from nothing.
 
     Args:
       rewards: `[T, B]` raw rewards; float dtypes are kept, others become float32.
       terminated: `[T, B]` bool, the episode reached a terminal state at t -> t+1.
       truncated: `[T, B]` bool, the episode was cut at t -> t+1.
+      truncation_values: `[T, B]` float, the value of the cut episode's final
+        observation where `truncated` (read nowhere else).
       discount: gamma.
       reward_clipping: one of `impala_rep.config.REWARD_CLIPPING`.
 
@@ -54,7 +57,7 @@ def vtrace_inputs(*, rewards: Any, terminated: Any, truncated: Any, discount: fl
       `Transitions(rewards, discounts)`, both `[T, B]` in the rewards' dtype.
 
     Raises:
-      ValueError: a shape is not `[T, B]` (the same T and B for all three), or an
+      ValueError: a shape is not `[T, B]` (the same T and B for all four), or an
         unknown `reward_clipping`.
     """
     if reward_clipping not in REWARD_CLIPPING:
@@ -64,13 +67,19 @@ def vtrace_inputs(*, rewards: Any, terminated: Any, truncated: Any, discount: fl
         rewards = float_tensor(rewards)
         terminated = tf.convert_to_tensor(terminated, dtype=tf.bool)
         truncated = tf.convert_to_tensor(truncated, dtype=tf.bool)
+        truncation_values = cast_to(truncation_values, rewards.dtype)
         dims: dict = {}
         assert_shape("rewards", rewards, ("T", "B"), dims=dims)
         assert_shape("terminated", terminated, ("T", "B"), dims=dims)
         assert_shape("truncated", truncated, ("T", "B"), dims=dims)
+        assert_shape("truncation_values", truncation_values, ("T", "B"), dims=dims)
 
         if reward_clipping == "abs_one":
             rewards = tf.clip_by_value(rewards, -1.0, 1.0)
+        gamma = cast_to(discount, rewards.dtype)
+        cut = tf.logical_and(truncated, tf.logical_not(terminated))
+        # tf.where, not a product: a value read where nothing was cut never enters.
+        rewards = rewards + tf.where(cut, gamma * truncation_values, tf.zeros_like(rewards))
         ended = tf.logical_or(terminated, truncated)
-        discounts = cast_to(discount, rewards.dtype) * (1.0 - tf.cast(ended, rewards.dtype))
+        discounts = gamma * (1.0 - tf.cast(ended, rewards.dtype))
         return Transitions(rewards=rewards, discounts=discounts)

@@ -15,12 +15,16 @@ axis 0 of `[B]` fields).
 | rewards | [T, B] | float32 | raw reward of transition t -> t+1 |
 | terminated | [T, B] | bool | the episode ended in a terminal state at t -> t+1 |
 | truncated | [T, B] | bool | the episode was cut (time limit) at t -> t+1 |
+| truncation_values | [T, B] | float32 | where truncated (and not terminated): the acting agent's value of the cut episode's final observation, its bootstrap; 0 elsewhere |
 | behaviour_logits | [T, B, A] | float32 | the actor's policy logits at obs[t] |
 | initial_state | nest of [B, ...] | | the agent's recurrent state before obs[0] (`()` if none) |
 | policy_version | [B] | int64 | learner step whose weights produced this unroll |
 
 When an episode ends at t -> t+1 the environment is reset in the same step, so
-obs[t+1] is the new episode's first observation and first[t+1] is True.
+obs[t+1] is the new episode's first observation and first[t+1] is True. The
+final observation of an episode cut by a time limit is therefore not in the
+unroll; its value, which the cut episode's return bootstraps from, is
+(`truncation_values`, `impala_rep.transitions`).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ class Unroll(NamedTuple):
     rewards: np.ndarray
     terminated: np.ndarray
     truncated: np.ndarray
+    truncation_values: np.ndarray
     behaviour_logits: np.ndarray
     initial_state: Any
     policy_version: np.ndarray
@@ -75,6 +80,7 @@ TIME_MAJOR_DTYPES = {
     "rewards": np.float32,
     "terminated": np.bool_,
     "truncated": np.bool_,
+    "truncation_values": np.float32,
     "behaviour_logits": np.float32,
 }
 

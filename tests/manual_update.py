@@ -10,10 +10,12 @@ from impala_rep.losses import impala_loss
 
 def manual_impala_loss(agent, batch, config) -> tf.Tensor:
     """`impala_loss` of `agent` on `batch` with `config` (a LossConfig): rewards clipped to
-    [-1, 1] unless `config.reward_clipping` is "none", truncation as an episode end; call
-    inside a GradientTape to get the manual gradient."""
+    [-1, 1] unless `config.reward_clipping` is "none", truncation as an episode end that
+    bootstraps from `truncation_values`; call inside a GradientTape to get the manual gradient."""
     discounts = config.discount * (1.0 - (batch.terminated | batch.truncated)).astype(np.float32)
     rewards = batch.rewards if config.reward_clipping == "none" else np.clip(batch.rewards, -1, 1)
+    cut = batch.truncated & ~batch.terminated
+    rewards = rewards + np.where(cut, config.discount * batch.truncation_values, 0).astype(np.float32)
     out, _ = agent.unroll(AgentInputs(batch.observations, batch.prev_actions, batch.prev_rewards,
                                       batch.first), ())
     loss, _, _ = impala_loss(

@@ -8,7 +8,7 @@ from gymnasium.spaces import Box, Discrete
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from impala_rep.actors.actor import Actor
-from impala_rep.agent import AgentOutput, MLPAgent
+from impala_rep.agent import AgentInputs, AgentOutput, MLPAgent
 from impala_rep.envs import make_vector_env
 
 # The scripted vector env: env i's episodes last EPISODE_LENGTHS[i] steps; the
@@ -64,7 +64,8 @@ class CountingAgent:
 
     It picks ACTION (logit 100 against -100) and writes the count it was fed
     into logit 0 as `-100 - count`, so behaviour_logits show which state the
-    actor fed at every step.
+    actor fed at every step. Its baseline spells out what it was fed:
+    `1000 * count + 100 * episode_step + 10 * prev_action + prev_reward`.
     """
 
     num_actions = NUM_ACTIONS
@@ -85,7 +86,9 @@ class CountingAgent:
         other = tf.fill(tf.shape(count), -100.0)
         logits = tf.stack([-100.0 - count, other, -other], axis=1)
         new_state = {"count": count + 1.0, "last_obs": tf.cast(inputs.observation, tf.float32)}
-        return AgentOutput(logits, tf.zeros_like(count)), new_state
+        baseline = (1000.0 * count + 100.0 * tf.cast(inputs.observation[:, 0], tf.float32)
+                    + 10.0 * tf.cast(inputs.prev_action, tf.float32) + inputs.prev_reward)
+        return AgentOutput(logits, baseline), new_state
 
     def unroll(self, inputs, state):
         raise NotImplementedError("actors only call step")
@@ -119,6 +122,10 @@ def expected_fields(start: int) -> dict:
         rewards=(step[:-1] + 1).astype(np.float32),
         terminated=ended & ~truncates,
         truncated=ended & truncates,
+        # The value of a cut episode's final observation (episode step L = its length),
+        # fed as the next call would be: state count L, after ACTION and reward L.
+        truncation_values=np.where(ended & truncates, 1000 * lengths + 100 * lengths
+                                   + 10 * ACTION + lengths, 0).astype(np.float32),
     )
 
 
@@ -161,6 +168,11 @@ def test_two_consecutive_unrolls_exactly(autoreset_mode):
     np.testing.assert_array_equal(first_unroll.terminated[:, 0], [0, 1, 0, 1])
     np.testing.assert_array_equal(second_unroll.truncated[:, 2], [1, 0, 0, 0])  # env 2 at step 5
     assert not second_unroll.terminated[:, 2].any()
+    # Its final observation [5, 2] never enters the unroll (obs[1] starts the next episode),
+    # but its value does: count 5, episode step 5, prev action 2, prev reward 5.
+    np.testing.assert_array_equal(second_unroll.observations[1, 2], [0, 2])
+    np.testing.assert_array_equal(second_unroll.truncation_values[:, 2], [5525, 0, 0, 0])
+    assert not first_unroll.truncation_values.any() and not second_unroll.truncation_values[:, :2].any()
 
     # Consecutive unrolls overlap by one observation.
     for name in ("observations", "prev_actions", "prev_rewards", "first"):
@@ -190,7 +202,9 @@ def test_two_consecutive_unrolls_exactly(autoreset_mode):
     # Every env step took the agent's action: no hidden reset step consumed one.
     for sub_env in env.envs:
         assert sub_env.actions_received == [ACTION] * (2 * T)
-    assert agent.traces == 1  # one compiled policy, never retraced
+    # Two compiled functions, each traced once: the policy, and (at the first cut episode)
+    # the value of a final observation.
+    assert agent.traces == 2
     env.close()
 
 
@@ -282,3 +296,31 @@ def test_cartpole_unrolls():
     twin_unroll, _ = twin.unroll()
     np.testing.assert_array_equal(twin_unroll.actions, unroll.actions)
     np.testing.assert_array_equal(twin_unroll.observations, unroll.observations)
+
+
+def test_time_limit_cuts_on_cartpole_carry_the_value_of_the_final_observation():
+    # The numpy CartPole keeps a cut episode's final observation in info["final_obs"]
+    # (SAME_STEP); with a 10-step limit most episodes are cut.
+    from impala_rep.envs.cartpole import CartPoleSameStepVectorEnv
+
+    env = CartPoleSameStepVectorEnv(num_envs=8, max_episode_steps=10)
+    env.reset(seed=0)
+    agent = MLPAgent(num_actions=2)
+    actor = Actor(env=env, agent=agent, unroll_length=30, seed=0)
+    unroll, _ = actor.unroll()
+    cut = unroll.truncated & ~unroll.terminated
+    assert cut.sum() >= 8
+    np.testing.assert_array_equal(unroll.truncation_values != 0, cut)
+    # Each is the agent's value of the cut episode's final observation, which obs[t+1] does not
+    # hold (it starts the next episode): one CartPole-v1 step from obs[t] (gymnasium's own
+    # dynamics, which envs/cartpole.py matches bit for bit; the MLP agent sees observations only).
+    reference = gymnasium.make("CartPole-v1").unwrapped
+    reference.reset(seed=0)
+    for t, b in np.argwhere(cut):
+        reference.state = unroll.observations[t, b].astype(np.float64)
+        final, *_ = reference.step(int(unroll.actions[t, b]))
+        assert not np.allclose(final, unroll.observations[t + 1, b])
+        output, _ = agent.step(AgentInputs(tf.constant([final], tf.float32), tf.constant([0]),
+                                           tf.constant([0.0]), tf.constant([False])), ())
+        assert unroll.truncation_values[t, b] == pytest.approx(float(output.baseline[0]), abs=1e-5)
+    env.close()

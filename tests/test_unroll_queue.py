@@ -32,6 +32,7 @@ def block(ids, state=True):
         rewards=tag[:T].astype(np.float32) + np.arange(T)[:, None],
         terminated=(tag[:T] % 3 == 0),
         truncated=(tag[:T] % 3 == 1),
+        truncation_values=tag[:T].astype(np.float32),
         behaviour_logits=np.stack([tag[:T]] * 4, axis=-1).astype(np.float32),
         initial_state={"h": np.stack([ids, ids * 10], axis=-1).astype(np.float32)} if state else (),
         policy_version=ids.astype(np.int64),

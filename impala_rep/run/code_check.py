@@ -77,6 +77,7 @@ def _synthetic_batch(observation_shape, observation_dtype, num_actions: int, T: 
         "rewards": np.zeros((T, B), np.float32),
         "terminated": np.zeros((T, B), np.bool_),
         "truncated": np.zeros((T, B), np.bool_),
+        "truncation_values": np.zeros((T, B), np.float32),
         "behaviour_logits": np.zeros((T, B, num_actions), np.float32),
     }
 

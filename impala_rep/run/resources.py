@@ -48,10 +48,11 @@ PROCESS_BYTES = GiB // 4
 
 # Per time step of one env column, besides the observation (impala_rep/unroll.py):
 # obs[0..T] come with prev_action int32, prev_reward float32 and first bool;
-# t in 0..T-1 with action int32, reward float32, terminated and truncated bool and
-# behaviour_logits float32 [A]; policy_version int64 once per column.
+# t in 0..T-1 with action int32, reward float32, terminated and truncated bool,
+# truncation_values float32 and behaviour_logits float32 [A]; policy_version int64 once
+# per column.
 _PER_OBSERVATION_BYTES = 4 + 4 + 1
-_PER_TRANSITION_BYTES = 4 + 4 + 1 + 1
+_PER_TRANSITION_BYTES = 4 + 4 + 1 + 1 + 4
 _PER_COLUMN_BYTES = 8
 
 # A Linux cgroup v1 limit at or above this means "no limit" (the kernel reports ~2**63).
