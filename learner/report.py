@@ -50,8 +50,9 @@ class LearnerReport:
 
         Frames, queue contents and episodes add up; the step is the one every host
         has completed; busy time is the hosts' mean; the loss metrics and the
-        checkpoint are the chief's; each actor's silence is its host's; the return mean weighs each host's by the
-        episodes it covers; the run is done, or failed, once any host is.
+        checkpoint are the chief's; each actor's silence is its host's; the return
+        mean weighs each host's by the episodes it covers; the run is done, or
+        failed, once any host is.
         """
         if not reports:
             raise ValueError("merge needs at least one report")

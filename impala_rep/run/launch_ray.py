@@ -8,6 +8,7 @@ through it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -83,12 +84,11 @@ class RayLauncher:
         from impala_rep.run.ray_cluster import ACTOR_START_TIMEOUT_S
 
         try:  # the hosts are running (start() waited for them); the actors may not be yet
-            host_nodes = ray.get([host.node_id.remote() for host in self._learner.hosts],
-                                 timeout=REPORT_TIMEOUT_S)
-        except ray.exceptions.RayActorError:
-            raise TrainingFailed(_LEARNER_DIED) from None
-        except ray.exceptions.GetTimeoutError:
-            raise TrainingFailed(_LEARNER_SILENT) from None
+            with self._learner_call():
+                host_nodes = ray.get([host.node_id.remote() for host in self._learner.hosts],
+                                     timeout=REPORT_TIMEOUT_S)
+        except LearnerLost as err:
+            raise TrainingFailed(str(err)) from None
         actor_nodes = self.fleet.node_ids(ACTOR_START_TIMEOUT_S)
         if None in actor_nodes:
             raise TrainingFailed(f"Ray did not start {actor_nodes.count(None)} of {len(actor_nodes)} "
@@ -100,26 +100,26 @@ class RayLauncher:
                 f"actors per node {per_node} ({len(set(host_nodes + actor_nodes))} node(s) in use)")
 
     def report(self) -> LearnerReport:
-        try:
+        with self._learner_call():
             return self._learner.report()
-        except ray.exceptions.RayActorError:
-            self._learner_alive = False
-            raise LearnerLost(_LEARNER_DIED) from None
-        except ray.exceptions.GetTimeoutError:
-            self._learner_alive = False
-            raise LearnerLost(_LEARNER_SILENT) from None
 
     def stop_learner(self) -> tuple[str, int] | None:
         """Stops training (actors blocked on the full queue are released) and writes the final
         checkpoint; returns it. LearnerLost if the learner is gone or a host did not stop."""
         if not self._learner_alive:
             raise LearnerLost(_LEARNER_DIED)
-        try:
+        with self._learner_call():
             if not self._learner.stop():  # a host left in a collective by a failed peer
                 self._learner_alive = False
                 raise LearnerLost(_HOST_STUCK)
             self._learner_stopped = True
             return self._learner.save()
+
+    @contextlib.contextmanager
+    def _learner_call(self):
+        """A call to the learner: its process gone, or no answer in time, is LearnerLost."""
+        try:
+            yield
         except ray.exceptions.RayActorError:
             self._learner_alive = False
             raise LearnerLost(_LEARNER_DIED) from None
