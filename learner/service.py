@@ -268,7 +268,11 @@ class LearnerService:
         from impala_rep.learner.learner import NonFiniteError
 
         try:
-            while self._frames_consumed() < self._total_frames and not self._done.is_set():
+            # A host of a group leaves only through the agreement below, never on its own
+            # stop flag: one that left here would leave its peers waiting in `agree`
+            # forever (seen: a SIGTERM to a 2-host run stopped only one host).
+            while (self._frames_consumed() < self._total_frames
+                   and (self._sync is not None or not self._done.is_set())):
                 taken = self._next_batch()
                 if self._sync is not None:
                     # Every host takes this decision together, so none of them is left
