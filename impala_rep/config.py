@@ -149,6 +149,10 @@ class LearnerConfig:
                            "fed by its round-robin share of the actors (docs/cluster.md)",
                         flag="--learner-hosts")
     batch_size: int = _field(32, "B, unrolls (env columns) per learner step")
+    # Sample reuse as PPO does it (several passes over each batch); V-trace's clipped
+    # importance weights correct for the policy moving away from the actors' between passes.
+    passes: int = _field(1, "learner updates on each batch (sample reuse); the learning-rate "
+                            "schedule counts every update")
     queue_capacity: int = _field(1, "unroll blocks the learner queues before actors wait; bounds "
                                     "policy lag")
     checkpoint_every_s: float = _field(
@@ -156,7 +160,7 @@ class LearnerConfig:
                "and on Ctrl-C/SIGTERM", flag="--checkpoint-every", metavar="SECONDS")
 
     def __post_init__(self):
-        _positive_ints(self, "hosts", "batch_size", "queue_capacity")
+        _positive_ints(self, "hosts", "batch_size", "passes", "queue_capacity")
         _numbers(self, ("checkpoint_every_s",), lambda v: v > 0, "must be a positive number")
         spec = parse_devices(self.devices)  # raises naming the spec and what is allowed
         if self.hosts > 1:
@@ -191,6 +195,11 @@ class LossConfig:
     clip_pg_rho_threshold: float | None = _field(1.0, "V-trace policy-gradient rho clip "
                                                       "(none: no clipping)")
     lambda_: float = _field(1.0, "V-trace lambda (1: the paper's V-trace)", flag="--lambda")
+    # APPO's (RLlib) policy loss; its default there is 0.4, PPO's 0.2.
+    surrogate_clip: float | None = _field(
+        None, "none: IMPALA's policy gradient; a number epsilon: APPO's clipped surrogate "
+              "min(rA, clip(r, 1-epsilon, 1+epsilon)A) on V-trace advantages, r = pi/mu")
+    kl_cost: float = _field(0.0, "weight of KL(behaviour policy || learner policy) in the loss")
     reward_clipping: str = _field("abs_one", "clip rewards to [-1, 1] in the learner (abs_one) "
                                              "or not (none)", choices=REWARD_CLIPPING)
     function: str | None = _field(
@@ -200,8 +209,8 @@ class LossConfig:
 
     def __post_init__(self):
         _numbers(self, ("discount", "lambda_"), lambda v: 0 <= v <= 1, "must be in [0, 1]")
-        _numbers(self, ("baseline_cost", "entropy_cost"), lambda v: v >= 0, "must be >= 0")
-        _numbers(self, ("clip_rho_threshold", "clip_pg_rho_threshold"), lambda v: v > 0,
+        _numbers(self, ("baseline_cost", "entropy_cost", "kl_cost"), lambda v: v >= 0, "must be >= 0")
+        _numbers(self, ("clip_rho_threshold", "clip_pg_rho_threshold", "surrogate_clip"), lambda v: v > 0,
                  "must be > 0", optional=True)
         require(self.reward_clipping in REWARD_CLIPPING, "reward_clipping", self.reward_clipping,
                  "must be " + " or ".join(repr(c) for c in REWARD_CLIPPING))
@@ -380,6 +389,8 @@ class TrainConfig:
         return -(-self.run.total_frames // frame_skip)
 
     def total_learner_steps(self, frame_skip: int = 1) -> int:
-        """Learner updates in the run, over which the learning rate decays to 0."""
-        return max(1, -(-self.total_agent_steps(frame_skip) // self.steps_per_update))
+        """Learner updates in the run (every pass over a batch counted), over which the
+        learning rate decays to 0."""
+        batches = -(-self.total_agent_steps(frame_skip) // self.steps_per_update)
+        return max(1, batches * self.learner.passes)
 

@@ -111,6 +111,8 @@ def impala_loss_fn(*, agent: Agent, inputs: AgentInputs, outputs: AgentOutput,
         clip_rho_threshold=config.clip_rho_threshold,
         clip_pg_rho_threshold=config.clip_pg_rho_threshold,
         lambda_=config.lambda_,
+        surrogate_clip=config.surrogate_clip,
+        kl_cost=config.kl_cost,
     ))
 
 

@@ -24,8 +24,11 @@ from impala_rep.shapes import assert_shape
 
 __all__ = [
     "policy_gradient_loss",
+    "clipped_surrogate_loss",
     "baseline_loss",
     "entropy_loss",
+    "kl_loss",
+    "explained_variance",
     "impala_loss",
 ]
 
@@ -56,6 +59,85 @@ def policy_gradient_loss(*, logits: Any, actions: Any, advantages: Any) -> tf.Te
             labels=actions, logits=logits
         )
         return tf.reduce_sum(neg_log_probs * tf.stop_gradient(advantages))
+
+
+def clipped_surrogate_loss(*, logits: Any, behaviour_logits: Any, actions: Any,
+                           advantages: Any, clip: float) -> tf.Tensor:
+    """PPO's clipped surrogate, as APPO uses it on V-trace advantages:
+    ``-sum_{t,b} min(r_t A_t, clip(r_t, 1 - clip, 1 + clip) A_t)`` with
+    ``r_t = pi(a_t|x_t) / mu(a_t|x_t)`` (``mu``: the behaviour policy, gradient-stopped).
+
+    Where ``r_t`` has left ``[1 - clip, 1 + clip]`` in the direction the advantage
+    pushes it, the term's gradient is 0: repeated updates on one batch (sample
+    reuse) cannot move the policy far from the one that acted.
+
+    Args:
+      logits: ``[T, B, NUM_ACTIONS]`` target-policy logits.
+      behaviour_logits: ``[T, B, NUM_ACTIONS]`` the actors' logits.
+      actions: ``[T, B]`` integer actions.
+      advantages: ``[T, B]`` advantages, treated as constants.
+      clip: ``epsilon > 0``.
+
+    Returns:
+      Scalar loss, in the dtype of ``logits``.
+    """
+    with tf.name_scope("clipped_surrogate_loss"):
+        logits = float_tensor(logits)
+        behaviour_logits = cast_to(behaviour_logits, logits.dtype)
+        actions = tf.convert_to_tensor(actions, dtype_hint=tf.int32)
+        advantages = tf.stop_gradient(cast_to(advantages, logits.dtype))
+        dims: dict = {}
+        assert_shape("logits", logits, ("T", "B", "NUM_ACTIONS"), dims=dims)
+        assert_shape("behaviour_logits", behaviour_logits, ("T", "B", "NUM_ACTIONS"), dims=dims)
+        assert_shape("actions", actions, ("T", "B"), dims=dims)
+        assert_shape("advantages", advantages, ("T", "B"), dims=dims)
+        if not clip > 0:
+            raise ValueError(f"clip must be > 0, got {clip!r}")
+        log_pi = -tf.nn.sparse_softmax_cross_entropy_with_logits(labels=actions, logits=logits)
+        log_mu = -tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=actions, logits=tf.stop_gradient(behaviour_logits))
+        ratio = tf.exp(log_pi - log_mu)
+        clipped = tf.clip_by_value(ratio, 1.0 - clip, 1.0 + clip)
+        return -tf.reduce_sum(tf.minimum(ratio * advantages, clipped * advantages))
+
+
+def kl_loss(*, behaviour_logits: Any, logits: Any) -> tf.Tensor:
+    """``sum_{t,b} KL(mu(.|x_t) || pi(.|x_t))``: how far the learner's policy has moved from
+    the behaviour policy (gradient-stopped) on the unroll's states.
+
+    Args:
+      behaviour_logits: ``[T, B, NUM_ACTIONS]`` the actors' logits ``mu``.
+      logits: ``[T, B, NUM_ACTIONS]`` the learner's logits ``pi``.
+
+    Returns:
+      Scalar loss, in the dtype of ``logits``.
+    """
+    with tf.name_scope("kl_loss"):
+        logits = float_tensor(logits)
+        behaviour_logits = tf.stop_gradient(cast_to(behaviour_logits, logits.dtype))
+        dims: dict = {}
+        assert_shape("behaviour_logits", behaviour_logits, ("T", "B", "NUM_ACTIONS"), dims=dims)
+        assert_shape("logits", logits, ("T", "B", "NUM_ACTIONS"), dims=dims)
+        log_mu = tf.nn.log_softmax(behaviour_logits, axis=-1)
+        log_pi = tf.nn.log_softmax(logits, axis=-1)
+        return tf.reduce_sum(tf.exp(log_mu) * (log_mu - log_pi))
+
+
+def explained_variance(*, values: Any, targets: Any) -> tf.Tensor:
+    """``1 - Var(targets - values) / Var(targets)`` over all ``[T, B]`` entries.
+
+    1: the values predict the targets exactly; 0: no better than their mean; below 0:
+    worse. 0 when the targets do not vary (nothing to explain).
+    """
+    with tf.name_scope("explained_variance"):
+        values = float_tensor(values)
+        targets = cast_to(targets, values.dtype)
+        dims: dict = {}
+        assert_shape("values", values, ("T", "B"), dims=dims)
+        assert_shape("targets", targets, ("T", "B"), dims=dims)
+        target_var = tf.math.reduce_variance(targets)
+        ratio = tf.math.divide_no_nan(tf.math.reduce_variance(targets - values), target_var)
+        return tf.where(target_var > 0, 1.0 - ratio, tf.zeros_like(ratio))
 
 
 def baseline_loss(*, values: Any, targets: Any) -> tf.Tensor:
@@ -112,8 +194,11 @@ def impala_loss(
     clip_rho_threshold: float | None = 1.0,
     clip_pg_rho_threshold: float | None = 1.0,
     lambda_: float = 1.0,
+    surrogate_clip: float | None = None,
+    kl_cost: float = 0.0,
 ) -> tuple[tf.Tensor, dict[str, tf.Tensor], dict[str, tf.Tensor]]:
-    """Total IMPALA loss ``pg + baseline_cost * baseline + entropy_cost * entropy``.
+    """Total IMPALA loss ``pg + baseline_cost * baseline + entropy_cost * entropy
+    (+ kl_cost * kl)``.
 
     V-trace targets and advantages come from :func:`impala_rep.vtrace.from_logits`;
     the policy-gradient and entropy terms use ``target_logits``, the baseline
@@ -134,6 +219,12 @@ def impala_loss(
       clip_rho_threshold: see :func:`impala_rep.vtrace.from_importance_weights`.
       clip_pg_rho_threshold: see :func:`impala_rep.vtrace.from_importance_weights`.
       lambda_: see :func:`impala_rep.vtrace.from_importance_weights`.
+      surrogate_clip: ``None``: the policy-gradient term is IMPALA's,
+        ``log pi * pg_advantages``. A number ``epsilon``: APPO's
+        (:func:`clipped_surrogate_loss`) on the advantages
+        ``r_t + discount_t v_{t+1} - V(x_t)``, without V-trace's rho, which the
+        surrogate's ratio ``pi / mu`` takes the place of.
+      kl_cost: weight of :func:`kl_loss`, ``KL(mu || pi)`` (0: not in the loss).
 
     Returns:
       ``(loss, sums, means)``, the fields of :class:`impala_rep.loss_fn.LossOutput`:
@@ -144,7 +235,11 @@ def impala_loss(
       equal shards is the whole batch's: ``entropy`` (per step),
       ``vtrace_rho_clipped_fraction`` (fraction of steps with
       ``rho > clip_rho_threshold``; 0 when that is ``None``), ``rho_mean``,
-      ``advantage_mean`` and ``value_mean``.
+      ``advantage_mean``, ``value_mean``, ``kl`` (``KL(mu || pi)`` per step),
+      ``value_explained_variance`` (of ``vs`` by the values; a ratio of variances,
+      so over replicas it is the mean of the shards', not the batch's) and, with
+      ``surrogate_clip``, ``surrogate_clipped_fraction`` (steps whose ratio is
+      outside ``[1 - epsilon, 1 + epsilon]``).
     """
     with tf.name_scope("impala_loss"):
         values = float_tensor(values)
@@ -164,16 +259,29 @@ def impala_loss(
             clip_pg_rho_threshold=clip_pg_rho_threshold,
             lambda_=lambda_,
         )
-        pg = policy_gradient_loss(
-            logits=target_logits, actions=actions, advantages=vt.pg_advantages
-        )
+        if surrogate_clip is None:
+            advantages = vt.pg_advantages
+            pg = policy_gradient_loss(
+                logits=target_logits, actions=actions, advantages=advantages
+            )
+        else:
+            bootstrap_value = cast_to(bootstrap_value, dtype)
+            vs_next = tf.concat([vt.vs[1:], bootstrap_value[tf.newaxis]], axis=0)
+            advantages = tf.stop_gradient(
+                cast_to(rewards, dtype) + cast_to(discounts, dtype) * vs_next - values)
+            pg = clipped_surrogate_loss(
+                logits=target_logits, behaviour_logits=behaviour_logits, actions=actions,
+                advantages=advantages, clip=surrogate_clip)
         baseline = baseline_loss(values=values, targets=vt.vs)
         entropy = entropy_loss(logits=target_logits)
+        kl = kl_loss(behaviour_logits=behaviour_logits, logits=target_logits)
         total = (
             pg
             + cast_to(baseline_cost, dtype) * baseline
             + cast_to(entropy_cost, dtype) * entropy
         )
+        if kl_cost:
+            total += cast_to(kl_cost, dtype) * kl
 
         num_steps = tf.cast(tf.size(vt.log_rhos), dtype)
         rhos = tf.exp(vt.log_rhos)
@@ -189,9 +297,14 @@ def impala_loss(
             "entropy": -entropy / num_steps,
             "vtrace_rho_clipped_fraction": clipped_fraction,
             "rho_mean": tf.reduce_mean(rhos),
-            "advantage_mean": tf.reduce_mean(vt.pg_advantages),
+            "advantage_mean": tf.reduce_mean(advantages),
             "value_mean": tf.reduce_mean(values),
+            "kl": kl / num_steps,
+            "value_explained_variance": explained_variance(values=values, targets=vt.vs),
         }
+        if surrogate_clip is not None:
+            means["surrogate_clipped_fraction"] = tf.reduce_mean(tf.cast(
+                tf.abs(rhos - 1.0) > cast_to(surrogate_clip, dtype), dtype))
         # Metrics are for reporting only; never a path for gradients.
         sums, means = ({k: tf.stop_gradient(v) for k, v in d.items()} for d in (sums, means))
         return total, sums, means

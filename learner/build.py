@@ -80,4 +80,4 @@ def build_learner_service(*, config: TrainConfig, observation_shape: Sequence[in
         publish=publish if chief else None,
         checkpoint=checkpoint, checkpoint_every_s=config.learner.checkpoint_every_s,
         resume=resume, sync=HostSync(replicator) if hosts > 1 else None, host=host, hosts=hosts,
-        frames_per_step=config.steps_per_update)
+        frames_per_step=config.steps_per_update, passes=config.learner.passes)

@@ -63,7 +63,9 @@ class LearnerService:
         `agree(ready=, checkpoint=) -> (go, save)` returns whether EVERY host is
         ready to step and whether ANY wants a checkpoint now (a collective, so it
         blocks until all hosts call it). None: a single host.
-      frames_per_step: agent steps one learner step consumes over every host (T x B).
+      passes: learner updates on each batch (sample reuse, `LearnerConfig.passes`); the
+        weights are published once, after the last.
+      frames_per_step: agent steps one batch holds over every host (T x B).
         Given, a resumed learner's learning-rate schedule is re-anchored to the
         restored frames (`Learner.align_schedule`), so a resume with another batch
         size or unroll length continues the rate where it was.
@@ -77,8 +79,10 @@ class LearnerService:
     def __init__(self, *, learner, batch_size: int, total_frames: int, queue_capacity: int,
                  publish: Callable[[list[np.ndarray]], Any] | None = lambda weights: weights,
                  checkpoint=None, checkpoint_every_s: float = 600.0, resume: bool = False,
-                 sync=None, host: int = 0, hosts: int = 1, frames_per_step: int | None = None):
+                 sync=None, host: int = 0, hosts: int = 1, frames_per_step: int | None = None,
+                 passes: int = 1):
         self._learner = learner
+        self._passes = passes
         self._batch_size = batch_size
         self._total_frames = total_frames
         self._publish = publish
@@ -114,7 +118,7 @@ class LearnerService:
             self._episodes = counters.episodes // hosts + (counters.episodes % hosts if host == 0 else 0)
             self._recent_returns.extend(counters.recent_returns)
             if frames_per_step is not None:
-                learner.align_schedule(round(counters.frames / frames_per_step))
+                learner.align_schedule(round(counters.frames / frames_per_step) * passes)
         self._done = threading.Event()
         # Actors hold the published object inside a list so that Ray passes the
         # reference through instead of resolving it on every reply.
@@ -289,7 +293,10 @@ class LearnerService:
                 with self._lock:
                     self._step_started = time.monotonic()
                 try:
-                    metrics = self._learner.step(batch)
+                    # Sample reuse: every host runs the same passes, so the group's
+                    # collectives stay in step without another agreement.
+                    for _ in range(self._passes):
+                        metrics = self._learner.step(batch)
                 except NonFiniteError as err:
                     # The weights were left alone; keep the last good checkpoint.
                     self._non_finite = str(err)

@@ -125,5 +125,5 @@ def test_custom_loss_and_cross_replica_batch_norm_two_replicas_equal_one(replica
         np.testing.assert_allclose(w2, w1, rtol=1e-5, atol=1e-5)
     assert len(one["weights"]) == one["num_trainable"] + 2
     for m2, m1 in zip(two["metrics"], one["metrics"]):
-        for key in m1:
+        for key in set(m1) - {"value_explained_variance"}:  # a per-shard ratio (impala_loss)
             assert m2[key] == pytest.approx(m1[key], rel=1e-4, abs=1e-5), key

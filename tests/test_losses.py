@@ -132,7 +132,8 @@ def _impala_inputs(rng, T=6, B=4, A=5):
 
 # Sums over [T, B] (summed over replicas by the learner), and means over [T, B] (averaged).
 SUM_KEYS = {"loss", "pg_loss", "baseline_loss", "entropy_loss"}
-MEAN_KEYS = {"entropy", "vtrace_rho_clipped_fraction", "rho_mean", "advantage_mean", "value_mean"}
+MEAN_KEYS = {"entropy", "vtrace_rho_clipped_fraction", "rho_mean", "advantage_mean", "value_mean",
+             "kl", "value_explained_variance"}
 
 
 @pytest.mark.parametrize("clip_rho_threshold", [1.0, 1.5, None])
@@ -208,3 +209,103 @@ def test_impala_loss_gradients_reach_target_logits_and_values_only():
         assert grad is not None and np.any(grad.numpy()), key
     for key in ("behaviour_logits", "bootstrap_value", "rewards"):
         assert tape.gradient(loss, inputs[key]) is None, key
+
+
+# --- APPO's clipped surrogate, the KL term, explained variance --------------------------
+
+
+def test_clipped_surrogate_loss_value_and_gradient_by_hand():
+    behaviour = LOGITS + np.array([[[0.3, -0.2, 0.0], [1.0, 0.0, 0.0]],
+                                   [[0.0, 0.0, -0.9], [0.0, 0.0, 0.0]]])
+    advantages = np.array([[0.5, -2.0], [1.5, 0.25]])
+    clip = 0.2
+    log_pi, log_mu = log_softmax_by_hand(LOGITS), log_softmax_by_hand(behaviour)
+    expected, expected_grad = 0.0, np.zeros_like(LOGITS)
+    for t, b in np.ndindex(2, 2):
+        a = ACTIONS[t, b]
+        ratio = np.exp(log_pi[t, b, a] - log_mu[t, b, a])
+        adv = advantages[t, b]
+        unclipped, clipped = ratio * adv, min(max(ratio, 1 - clip), 1 + clip) * adv
+        expected -= min(unclipped, clipped)
+        if unclipped <= clipped:  # the unclipped term is the min: d(ratio)/d(logits) flows
+            expected_grad[t, b] = -adv * ratio * (np.eye(3)[a] - np.exp(log_pi[t, b]))
+    logits = tf.constant(LOGITS)
+    with tf.GradientTape() as tape:
+        tape.watch(logits)
+        loss = losses.clipped_surrogate_loss(logits=logits, behaviour_logits=behaviour,
+                                             actions=ACTIONS, advantages=advantages, clip=clip)
+    np.testing.assert_allclose(loss.numpy(), expected, rtol=1e-12)
+    grad = tape.gradient(loss, logits).numpy()
+    np.testing.assert_allclose(grad, expected_grad, atol=1e-12)
+    # The case has clipped steps (zero gradient) and unclipped ones.
+    zero_rows = [np.allclose(grad[t, b], 0) for t, b in np.ndindex(2, 2)]
+    assert any(zero_rows) and not all(zero_rows)
+
+
+def test_clipped_surrogate_equals_policy_gradient_at_the_behaviour_policy():
+    """At pi = mu the ratio is 1 and the surrogate's gradient is the policy gradient's."""
+    advantages = np.array([[0.5, -2.0], [1.5, 0.25]])
+    logits = tf.constant(LOGITS)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(logits)
+        surrogate = losses.clipped_surrogate_loss(logits=logits, behaviour_logits=LOGITS,
+                                                  actions=ACTIONS, advantages=advantages, clip=0.2)
+        pg = losses.policy_gradient_loss(logits=logits, actions=ACTIONS, advantages=advantages)
+    np.testing.assert_allclose(tape.gradient(surrogate, logits).numpy(),
+                               tape.gradient(pg, logits).numpy(), atol=1e-12)
+    np.testing.assert_allclose(surrogate.numpy(), -advantages.sum(), rtol=1e-12)
+
+
+def test_kl_loss_by_hand():
+    behaviour = LOGITS[::-1].copy()
+    log_pi, log_mu = log_softmax_by_hand(LOGITS), log_softmax_by_hand(behaviour)
+    expected = sum(np.exp(log_mu[t, b, a]) * (log_mu[t, b, a] - log_pi[t, b, a])
+                   for t, b, a in np.ndindex(2, 2, 3))
+    loss = losses.kl_loss(behaviour_logits=behaviour, logits=LOGITS)
+    np.testing.assert_allclose(loss.numpy(), expected, rtol=1e-12)
+    assert losses.kl_loss(behaviour_logits=LOGITS, logits=LOGITS).numpy() == pytest.approx(0, abs=1e-12)
+
+
+def test_explained_variance_by_hand():
+    targets = np.array([[1.0, 2.0], [3.0, 6.0]])
+    values = np.array([[1.5, 2.0], [2.0, 5.0]])
+    residual = targets - values
+    expected = 1 - np.var(residual) / np.var(targets)
+    np.testing.assert_allclose(losses.explained_variance(values=values, targets=targets).numpy(),
+                               expected, rtol=1e-12)
+    assert losses.explained_variance(values=targets, targets=targets).numpy() == pytest.approx(1.0)
+    flat = np.full((2, 2), 3.0)
+    assert losses.explained_variance(values=values, targets=flat).numpy() == 0.0
+
+
+def test_impala_loss_with_surrogate_and_kl_combines_terms():
+    rng = np.random.default_rng(5)
+    inputs = _impala_inputs(rng)
+    clip, kl_cost = 0.3, 0.7
+    loss, sums, means = losses.impala_loss(**inputs, baseline_cost=0.5, entropy_cost=0.01,
+                                           surrogate_clip=clip, kl_cost=kl_cost)
+    vt = vtrace.from_logits(
+        behaviour_policy_logits=inputs["behaviour_logits"],
+        target_policy_logits=inputs["target_logits"], actions=inputs["actions"],
+        discounts=inputs["discounts"], rewards=inputs["rewards"], values=inputs["values"],
+        bootstrap_value=inputs["bootstrap_value"])
+    vs = vt.vs.numpy()
+    vs_next = np.concatenate([vs[1:], inputs["bootstrap_value"][None]], axis=0)
+    # The surrogate's advantages carry no rho: the ratio does the importance weighting.
+    advantages = inputs["rewards"] + inputs["discounts"] * vs_next - inputs["values"]
+    surrogate = losses.clipped_surrogate_loss(
+        logits=inputs["target_logits"], behaviour_logits=inputs["behaviour_logits"],
+        actions=inputs["actions"], advantages=advantages, clip=clip)
+    kl = losses.kl_loss(behaviour_logits=inputs["behaviour_logits"], logits=inputs["target_logits"])
+    expected = (surrogate + 0.5 * losses.baseline_loss(values=inputs["values"], targets=vs)
+                + 0.01 * losses.entropy_loss(logits=inputs["target_logits"]) + kl_cost * kl)
+    np.testing.assert_allclose(loss.numpy(), expected.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(sums["pg_loss"].numpy(), surrogate.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(means["kl"].numpy(), kl.numpy() / advantages.size, rtol=1e-12)
+    np.testing.assert_allclose(means["advantage_mean"].numpy(), advantages.mean(), rtol=1e-12)
+    rhos = np.exp(vt.log_rhos.numpy())
+    fraction = np.mean(np.abs(rhos - 1) > clip)
+    assert 0 < fraction < 1
+    np.testing.assert_allclose(means["surrogate_clipped_fraction"].numpy(), fraction)
+    np.testing.assert_allclose(means["value_explained_variance"].numpy(),
+                               1 - np.var(vs - inputs["values"]) / np.var(vs), rtol=1e-10)

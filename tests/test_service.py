@@ -107,3 +107,29 @@ def test_non_finite_loss_stops_training_and_keeps_the_last_good_checkpoint(repli
     # Nothing is written after a non-finite step: the good checkpoint stays the newest.
     assert resumed.save() == (good_path, 1)
     assert sorted(p.name for p in tmp_path.glob("ckpt-*.index")) == ["ckpt-1.index"]
+
+
+def test_passes_train_each_batch_that_many_times(replicator):
+    """Sample reuse: with passes=3 each batch gets 3 updates, as 3 `Learner.step` calls on it
+    would give, the frames are counted once and the weights published after the last pass."""
+    def make_learner():
+        return Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(8,)), replicator=replicator,
+                       total_steps=100, optimizer=OptimizerConfig(learning_rate=1e-2),
+                       observation_shape=(OBS,))
+
+    served, twin = make_learner(), make_learner()
+    twin.agent.set_weights(served.agent.get_weights())
+    service = LearnerService(learner=served, batch_size=B, total_frames=2 * FRAMES_PER_STEP,
+                             queue_capacity=2, passes=3)
+    feed(service, range(2))
+    wait_done(service)
+    for seed in range(2):
+        batch = random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=seed)
+        for _ in range(3):
+            twin.step(batch)
+    report = service.report()
+    assert report.learner_steps == 6 and report.frames_consumed == 2 * FRAMES_PER_STEP
+    version, weights = service.latest_weights()
+    assert version == 6
+    for served_w, twin_w in zip(weights[0], twin.agent.get_weights()):
+        np.testing.assert_allclose(served_w, twin_w, rtol=1e-6, atol=1e-7)
