@@ -41,11 +41,14 @@ class Actor:
     """
 
     def __init__(self, *, env: gymnasium.vector.VectorEnv, agent: Agent, unroll_length: int,
-                 seed: int):
+                 seed: int, return_discount: float | None = None):
         """Builds the agent's variables and the compiled policy, and resets `env`.
 
         `env.reset()` is called without a seed: seed the env where it is made
-        (`make_vector_env` does). `seed` seeds the action sampling.
+        (`make_vector_env` does). `seed` seeds the action sampling. With
+        `return_discount`, each env's running discounted return is kept and the
+        unroll's `EpisodeStats.return_moments` carry its moments (for the
+        learner's reward scaling).
         """
         if unroll_length < 1:
             raise ValueError(f"unroll_length must be >= 1, got {unroll_length}")
@@ -81,6 +84,8 @@ class Actor:
         self._state = self._initial_state
         self._episode_return = np.zeros([self._num_envs], np.float64)
         self._episode_length = np.zeros([self._num_envs], np.int64)
+        self._return_discount = return_discount
+        self._discounted_return = np.zeros([self._num_envs], np.float64)
 
     @property
     def policy_version(self) -> int:
@@ -106,6 +111,7 @@ class Actor:
             np.asarray, _reset_where_first(tf.constant(self._first), self._initial_state,
                                            self._state))
         finished = []
+        discounted_returns = []
         for t in range(self._unroll_length):
             self._record_agent_inputs(u, t)
             action, logits, self._state = self._policy(
@@ -119,6 +125,11 @@ class Actor:
                 final, u.truncated[t] & ~u.terminated[t], u.actions[t], u.rewards[t])
             done = u.terminated[t] | u.truncated[t]
             finished.extend(self._count_episodes(reward, done))
+            if self._return_discount is not None:
+                # As SB3's VecNormalize: G = r + discount * G, recorded, then reset at ends.
+                self._discounted_return = self._return_discount * self._discounted_return + reward
+                discounted_returns.append(self._discounted_return.copy())
+                self._discounted_return[done] = 0.0
             self._prev_action = np.where(done, 0, u.actions[t]).astype(np.int32)
             self._prev_reward = np.where(done, 0.0, u.rewards[t]).astype(np.float32)
             self._first = done
@@ -127,8 +138,12 @@ class Actor:
         unroll = u._replace(initial_state=initial_state,
                             policy_version=np.full([self._num_envs], self._version, np.int64))
         returns, lengths = zip(*finished) if finished else ((), ())
+        moments = None
+        if discounted_returns:
+            values = np.concatenate(discounted_returns)
+            moments = (float(values.size), float(values.mean()), float(values.var()))
         stats = EpisodeStats(returns=np.array(returns, np.float64),
-                             lengths=np.array(lengths, np.int64))
+                             lengths=np.array(lengths, np.int64), return_moments=moments)
         return unroll, stats
 
     def _record_agent_inputs(self, u: Unroll, t: int) -> None:

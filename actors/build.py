@@ -14,11 +14,14 @@ from impala_rep.config import ActorConfig, EnvConfig
 __all__ = ["build_actor"]
 
 
-def build_actor(*, env: EnvConfig, actors: ActorConfig, agent_factory: Callable[[], Any], seed: int):
-    """An `Actor` stepping `actors.envs_per_actor` copies of `env`, seeded with `seed`."""
+def build_actor(*, env: EnvConfig, actors: ActorConfig, agent_factory: Callable[[], Any], seed: int,
+                return_discount: float | None = None):
+    """An `Actor` stepping `actors.envs_per_actor` copies of `env`, seeded with `seed`;
+    `return_discount` as `Actor` takes it (`TrainConfig.return_discount`)."""
     from impala_rep.actors.actor import Actor
     from impala_rep.envs.factory import make_vector_env
 
     vector_env = make_vector_env(env.id, num_envs=actors.envs_per_actor, seed=seed,
                                  sticky_actions=env.sticky_actions, episodic_life=env.episodic_life)
-    return Actor(env=vector_env, agent=agent_factory(), unroll_length=actors.unroll_length, seed=seed)
+    return Actor(env=vector_env, agent=agent_factory(), unroll_length=actors.unroll_length, seed=seed,
+                 return_discount=return_discount)

@@ -20,7 +20,7 @@ __all__ = ["RayActor", "create_actor"]
 class _ActorProcess:
     def __init__(self, *, env: EnvConfig, actors: ActorConfig, seed: int,
                  agent_factory: Callable[[], Any], learner, weights_from=None,
-                 slot: int | None = None):
+                 slot: int | None = None, return_discount: float | None = None):
         import tensorflow as tf
 
         # Many actor processes share few cores: one thread each for TensorFlow's
@@ -29,7 +29,8 @@ class _ActorProcess:
         tf.config.threading.set_inter_op_parallelism_threads(1)
         from impala_rep.actors.build import build_actor
 
-        self._actor = build_actor(env=env, actors=actors, agent_factory=agent_factory, seed=seed)
+        self._actor = build_actor(env=env, actors=actors, agent_factory=agent_factory, seed=seed,
+                                  return_discount=return_discount)
         self._learner = learner
         self._slot = slot  # sent with each unroll: the learner tells the driver who is silent
         self._weights_from = learner if weights_from is None else weights_from
@@ -72,4 +73,5 @@ def create_actor(*, config: TrainConfig, agent_factory, learner, seed: int, weig
     cluster's nodes."""
     return RayActor.options(num_cpus=1, scheduling_strategy="SPREAD").remote(
         env=config.env, actors=config.actors, seed=seed, agent_factory=agent_factory,
-        learner=learner, weights_from=weights_from, slot=slot)
+        learner=learner, weights_from=weights_from, slot=slot,
+        return_discount=config.return_discount)

@@ -209,6 +209,12 @@ def _make_same_step_vector_env(env_id: str, *, num_envs: int) -> gymnasium.vecto
                               vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
 
 
+def is_gymnasium_vector_env(env_id: str) -> bool:
+    """Whether `env_id` is a plain gymnasium env (not Atari, not MinAtar), i.e. one built with
+    `gymnasium.make` whose observations are what the env itself returns."""
+    return not (atari.is_atari_id(env_id) or minatar.is_minatar_id(env_id))
+
+
 def _check_env_id(env_id: str) -> None:
     """Raises a one-line ValueError unless `env_id` can be built here."""
     if _needs_ale_py(env_id):

@@ -88,16 +88,40 @@ def assign_weights(variables: Sequence[tf.Variable], weights: Sequence[np.ndarra
         variable.assign(value)
 
 
+# A dimension that hardly varies is left unscaled rather than blown up.
+_MIN_STD = 1e-6
+
+
+def observation_scaling(mean: Sequence[float], std: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """`(offset, scale)` standardising each dimension by `(x - offset) * scale`: the given mean
+    and 1 / std; a dimension whose std is (nearly) 0 only has its mean removed."""
+    mean, std = np.asarray(mean, np.float64), np.asarray(std, np.float64)
+    if mean.shape != std.shape or mean.ndim != 1:
+        raise ValueError(f"observation mean and std must be two vectors of one length, got shapes "
+                         f"{mean.shape} and {std.shape}")
+    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(std)) and np.all(std >= 0)):
+        raise ValueError("observation mean and std must be finite, the std >= 0")
+    scale = np.where(std > _MIN_STD, 1.0 / np.maximum(std, _MIN_STD), 1.0)
+    return mean.astype(np.float32), scale.astype(np.float32)
+
+
 class MLPAgent:
     """A feed-forward agent for vector observations: a shared MLP torso, policy and value heads.
 
-    It ignores the previous action and reward and has no recurrent state.
+    It ignores the previous action and reward and has no recurrent state. Given
+    `observation_normalization=(mean, std)` (per dimension, e.g.
+    `impala_rep.envs.statistics.random_play_statistics`), it first standardises its
+    inputs (`observation_scaling`). The mapping is a constant, not a variable: the
+    agent's weights and checkpoints are the same with or without it.
     """
 
-    def __init__(self, *, num_actions: int, hidden_sizes: Sequence[int] = (64, 64)):
+    def __init__(self, *, num_actions: int, hidden_sizes: Sequence[int] = (64, 64),
+                 observation_normalization: tuple[Sequence[float], Sequence[float]] | None = None):
         if num_actions < 1:
             raise ValueError(f"num_actions must be >= 1, got {num_actions}")
         self.num_actions = num_actions
+        self._scaling = (None if observation_normalization is None
+                         else observation_scaling(*observation_normalization))
         self._torso = [tf.keras.layers.Dense(h, activation="relu", name=f"torso_{i}")
                        for i, h in enumerate(hidden_sizes)]
         self._policy = tf.keras.layers.Dense(num_actions, name="policy_logits")
@@ -113,6 +137,9 @@ class MLPAgent:
 
     def _forward(self, observation: tf.Tensor) -> AgentOutput:
         x = tf.reshape(tf.cast(observation, tf.float32), [tf.shape(observation)[0], -1])
+        if self._scaling is not None:
+            offset, scale = self._scaling
+            x = (x - offset) * scale
         for layer in self._torso:
             x = layer(x)
         return AgentOutput(self._policy(x), tf.squeeze(self._baseline(x), axis=-1))

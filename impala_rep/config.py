@@ -97,6 +97,9 @@ class AgentConfig:
                                    "episode ends)")
     hidden_sizes: tuple[int, ...] = _field((64, 64), "the MLP's layer sizes, e.g. 64,64",
                                            metavar="N,N,...")
+    scale_observations: bool = _field(
+        True, "MLP on a vector env: standardise each observation dimension by its mean and std "
+              "under 5,000 steps of random play, measured at start-up (envs/statistics.py)")
     factory: str | None = _field(
         None, "your own agent: FACTORY(observation_shape=..., num_actions=...) returns a new Agent; "
               "MODULE is a module name (the current directory is searched) or a path/to/file.py. "
@@ -107,6 +110,8 @@ class AgentConfig:
         require(self.network in NETWORKS, "network", self.network,
                  f"must be one of {', '.join(NETWORKS)}")
         require(isinstance(self.use_lstm, bool), "use_lstm", self.use_lstm, "must be True or False")
+        require(isinstance(self.scale_observations, bool), "scale_observations",
+                 self.scale_observations, "must be True or False")
         require(not (self.use_lstm and self.network == "mlp"), "network", self.network,
                  "the MLP agent has no LSTM core; use --network shallow or deep with --use-lstm")
         require(isinstance(self.hidden_sizes, tuple) and len(self.hidden_sizes) >= 1
@@ -200,6 +205,13 @@ class LossConfig:
         None, "none: IMPALA's policy gradient; a number epsilon: APPO's clipped surrogate "
               "min(rA, clip(r, 1-epsilon, 1+epsilon)A) on V-trace advantages, r = pi/mu")
     kl_cost: float = _field(0.0, "weight of KL(behaviour policy || learner policy) in the loss")
+    # SB3's VecNormalize reward scaling (PPO's "reward scaling", Engstrom et al. 2020): a
+    # task's reward scale sets the values' scale, and values of ~100 (Acrobot's, MountainCar's
+    # -1 a step) drove the shared torso's features so large that the policy went
+    # deterministic within 10k frames; scaled, both learned.
+    normalize_rewards: bool = _field(
+        True, "divide rewards by the running standard deviation of the discounted return, "
+              "measured by the actors (before any clipping)")
     reward_clipping: str = _field("abs_one", "clip rewards to [-1, 1] in the learner (abs_one) "
                                              "or not (none)", choices=REWARD_CLIPPING)
     function: str | None = _field(
@@ -212,6 +224,8 @@ class LossConfig:
         _numbers(self, ("baseline_cost", "entropy_cost", "kl_cost"), lambda v: v >= 0, "must be >= 0")
         _numbers(self, ("clip_rho_threshold", "clip_pg_rho_threshold", "surrogate_clip"), lambda v: v > 0,
                  "must be > 0", optional=True)
+        require(isinstance(self.normalize_rewards, bool), "normalize_rewards", self.normalize_rewards,
+                 "must be True or False")
         require(self.reward_clipping in REWARD_CLIPPING, "reward_clipping", self.reward_clipping,
                  "must be " + " or ".join(repr(c) for c in REWARD_CLIPPING))
         if self.function is not None:
@@ -288,6 +302,10 @@ def config_fields() -> Iterator[ConfigField]:
         for field in dataclasses.fields(cls):
             yield ConfigField(key=_key_of(field), group=group, name=field.name, field=field)
 
+
+# Fields added after the first config.json, with the value that means what a run without
+# them did, where that is not their default (a resumed older run keeps its behaviour).
+_BEFORE_THE_FIELD = {"normalize_rewards": False, "scale_observations": False, "passes": 1, "surrogate_clip": None, "kl_cost": 0.0}
 
 # Keys of the flat config.json before the config was grouped, where they differ.
 _RENAMED_KEYS = {"checkpoint_every_s": "checkpoint_every", "report_every_s": "report_every"}
@@ -374,11 +392,18 @@ class TrainConfig:
         unknown = sorted(set(flat) - set(_by_key()))
         if unknown:
             raise ValueError(f"unknown config fields {', '.join(unknown)}")
+        # A config written before a field existed ran without it: resume it so.
+        flat = {**{key: value for key, value in _BEFORE_THE_FIELD.items() if key not in flat}, **flat}
         if "hidden_sizes" in flat:  # JSON has lists, the config tuples
             flat["hidden_sizes"] = tuple(flat["hidden_sizes"])
         return cls.from_keys(flat)
 
     # --- derived quantities --------------------------------------------------------------
+    @property
+    def return_discount(self) -> float | None:
+        """The discount of the running returns actors keep for reward scaling; None: off."""
+        return self.loss.discount if self.loss.normalize_rewards else None
+
     @property
     def steps_per_update(self) -> int:
         """Agent steps the learner consumes per update: T * B."""

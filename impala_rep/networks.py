@@ -310,6 +310,7 @@ def make_agent(
     network: str = "auto",
     use_lstm: bool = False,
     hidden_sizes: Sequence[int] = (64, 64),
+    observation_normalization: tuple[Sequence[float], Sequence[float]] | None = None,
 ) -> Callable[[], Any]:
     """A picklable zero-argument factory (`functools.partial`) building the chosen agent.
 
@@ -321,6 +322,8 @@ def make_agent(
         "shallow", "deep" or "minatar".
       use_lstm: LSTM core (CNN networks only).
       hidden_sizes: MLP layer sizes (MLP only).
+      observation_normalization: `(mean, std)` per observation dimension; the MLP
+        standardises its inputs with them (`MLPAgent`). None: unscaled.
 
     Raises:
       ValueError: unknown network, a network that does not fit the observation
@@ -347,8 +350,11 @@ def make_agent(
         if use_lstm:
             raise ValueError("use_lstm=True is not supported with network='mlp'; "
                              "allowed with 'shallow', 'deep' or 'minatar' (or 'auto' on images)")
+        normalization = None if observation_normalization is None else tuple(
+            tuple(float(v) for v in side) for side in observation_normalization)
         return functools.partial(MLPAgent, num_actions=int(num_actions),
-                                 hidden_sizes=tuple(int(h) for h in hidden_sizes))
+                                 hidden_sizes=tuple(int(h) for h in hidden_sizes),
+                                 observation_normalization=normalization)
     if len(shape) != 3:
         raise ValueError(f"network={network!r} needs image observations [H, W, C], got shape "
                          f"{shape}; use 'mlp' for vectors")

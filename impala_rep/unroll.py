@@ -62,10 +62,18 @@ class Unroll(NamedTuple):
 
 
 class EpisodeStats(NamedTuple):
-    """Returns and lengths of the episodes an actor finished (1-D, any length)."""
+    """Returns and lengths of the episodes an actor finished (1-D, any length), and
+    optionally the moments of its envs' running discounted returns over the unroll.
+
+    `return_moments`: `(count, mean, variance)` of `G_t = r_t + discount * G_{t-1}`
+    (reset after an episode's last step) over the unroll's `T x E` steps, which the
+    learner's reward scaling averages (`LossConfig.normalize_rewards`); None when
+    the actor keeps none.
+    """
 
     returns: np.ndarray
     lengths: np.ndarray
+    return_moments: tuple[float, float, float] | None = None
 
 
 # The time-major fields and their dtypes (None: the environment's observation

@@ -59,6 +59,7 @@ def build_learner_service(*, config: TrainConfig, observation_shape: Sequence[in
     from impala_rep.learner.host_sync import HostSync, ScratchCheckpoint
     from impala_rep.learner.learner import Learner
     from impala_rep.learner.replicator import Replicator
+    from impala_rep.learner.reward_scale import RewardScale
     from impala_rep.learner.service import LearnerService
 
     replicator = (Replicator(strategy=tf.distribute.MultiWorkerMirroredStrategy()) if hosts > 1
@@ -71,8 +72,10 @@ def build_learner_service(*, config: TrainConfig, observation_shape: Sequence[in
     checkpoint = None
     if config.run.logdir is not None:
         directory = os.path.join(config.run.logdir, CHECKPOINT_SUBDIR)
-        checkpoint = (RunCheckpoint(learner=learner, directory=directory) if chief
-                      else ScratchCheckpoint(learner=learner, restore_from=directory))
+        checkpoint = (RunCheckpoint(learner=learner, directory=directory,
+                                    return_moments=config.loss.normalize_rewards) if chief
+                      else ScratchCheckpoint(learner=learner, restore_from=directory,
+                                             return_moments=config.loss.normalize_rewards))
     return LearnerService(
         learner=learner, batch_size=config.learner.batch_size // hosts,
         total_frames=-(-config.total_agent_steps(frame_skip) // hosts),
@@ -80,4 +83,5 @@ def build_learner_service(*, config: TrainConfig, observation_shape: Sequence[in
         publish=publish if chief else None,
         checkpoint=checkpoint, checkpoint_every_s=config.learner.checkpoint_every_s,
         resume=resume, sync=HostSync(replicator) if hosts > 1 else None, host=host, hosts=hosts,
-        frames_per_step=config.steps_per_update, passes=config.learner.passes)
+        frames_per_step=config.steps_per_update, passes=config.learner.passes,
+        reward_scale=RewardScale() if config.loss.normalize_rewards else None)

@@ -40,6 +40,8 @@ class RunCounters(NamedTuple):
     frames: int                 # agent steps consumed by the learner
     episodes: int
     recent_returns: tuple[float, ...]  # oldest first, at most `window`
+    # (count, mean, variance) of the discounted returns, with reward scaling (`RewardScale`)
+    return_moments: tuple[float, float, float] | None = None
 
 
 def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: str | os.PathLike) -> str:
@@ -103,10 +105,12 @@ class RunCheckpoint:
       window: how many recent episode returns are kept.
       max_to_keep: checkpoints kept on disk; older ones are deleted. More than one,
         so that an unreadable newest checkpoint still leaves one to fall back to.
+      return_moments: also hold `RunCounters.return_moments` (reward scaling). Only
+        then, so that checkpoints of runs without it keep their layout.
     """
 
     def __init__(self, *, learner, directory: str | os.PathLike, window: int = 100,
-                 max_to_keep: int = 3):
+                 max_to_keep: int = 3, return_moments: bool = False):
         if max_to_keep < 2:
             raise ValueError(f"max_to_keep must be >= 2 (one to fall back to), got {max_to_keep}")
         self._window = window
@@ -114,9 +118,12 @@ class RunCheckpoint:
         self._episodes = tf.Variable(0, dtype=tf.int64, trainable=False)
         self._returns = tf.Variable(np.zeros(window), dtype=tf.float64, trainable=False)
         self._num_returns = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self._return_moments = (tf.Variable(np.zeros(3), dtype=tf.float64, trainable=False)
+                                if return_moments else None)
         self._checkpoint = tf.train.Checkpoint(
             learner=learner.checkpoint, frames=self._frames, episodes=self._episodes,
-            recent_returns=self._returns, num_recent=self._num_returns)
+            recent_returns=self._returns, num_recent=self._num_returns,
+            **({"return_moments": self._return_moments} if return_moments else {}))
         self.directory = os.fspath(directory)
         self._manager = tf.train.CheckpointManager(self._checkpoint, self.directory,
                                                    max_to_keep=max_to_keep)
@@ -131,6 +138,8 @@ class RunCheckpoint:
         self._episodes.assign(counters.episodes)
         self._returns.assign(padded)
         self._num_returns.assign(len(recent))
+        if self._return_moments is not None and counters.return_moments is not None:
+            self._return_moments.assign(np.asarray(counters.return_moments, np.float64))
         return self._manager.save(checkpoint_number=self._learner.num_steps)
 
     def restore(self) -> tuple[str, RunCounters]:
@@ -141,9 +150,13 @@ class RunCheckpoint:
         """
         path = restore_newest_readable(self._checkpoint, self.directory)
         count = int(self._num_returns.numpy())
+        moments = None
+        if self._return_moments is not None:
+            moments = tuple(float(m) for m in self._return_moments.numpy())
         return path, RunCounters(frames=int(self._frames.numpy()),
                                  episodes=int(self._episodes.numpy()),
-                                 recent_returns=tuple(self._returns.numpy()[:count].tolist()))
+                                 recent_returns=tuple(self._returns.numpy()[:count].tolist()),
+                                 return_moments=moments)
 
     @property
     def checkpoints(self) -> Sequence[str]:

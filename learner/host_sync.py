@@ -68,8 +68,9 @@ class ScratchCheckpoint:
     from it (`restore_from`), so that every host starts from the same state.
     """
 
-    def __init__(self, *, learner, restore_from: str | None = None):
+    def __init__(self, *, learner, restore_from: str | None = None, return_moments: bool = False):
         self._learner = learner
+        self._return_moments = return_moments  # as the chief's RunCheckpoint
         self._restore_from = restore_from
 
     def save(self, counters) -> str:
@@ -77,7 +78,8 @@ class ScratchCheckpoint:
 
         directory = tempfile.mkdtemp(prefix="impala-rep-host-checkpoint-")
         try:
-            RunCheckpoint(learner=self._learner, directory=directory).save(counters)
+            RunCheckpoint(learner=self._learner, directory=directory,
+                          return_moments=self._return_moments).save(counters)
         finally:
             shutil.rmtree(directory, ignore_errors=True)
         return ""
@@ -88,4 +90,5 @@ class ScratchCheckpoint:
 
         if self._restore_from is None:
             raise FileNotFoundError("this learner host was given no checkpoint to restore")
-        return RunCheckpoint(learner=self._learner, directory=self._restore_from).restore()
+        return RunCheckpoint(learner=self._learner, directory=self._restore_from,
+                             return_moments=self._return_moments).restore()

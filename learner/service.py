@@ -63,6 +63,9 @@ class LearnerService:
         `agree(ready=, checkpoint=) -> (go, save)` returns whether EVERY host is
         ready to step and whether ANY wants a checkpoint now (a collective, so it
         blocks until all hosts call it). None: a single host.
+      reward_scale: a `RewardScale` (reward scaling, `LossConfig.normalize_rewards`): fed the
+        actors' return moments, it divides each batch's rewards before the update; its
+        moments go into checkpoints. None: rewards as the actors sent them.
       passes: learner updates on each batch (sample reuse, `LearnerConfig.passes`); the
         weights are published once, after the last.
       frames_per_step: agent steps one batch holds over every host (T x B).
@@ -80,8 +83,9 @@ class LearnerService:
                  publish: Callable[[list[np.ndarray]], Any] | None = lambda weights: weights,
                  checkpoint=None, checkpoint_every_s: float = 600.0, resume: bool = False,
                  sync=None, host: int = 0, hosts: int = 1, frames_per_step: int | None = None,
-                 passes: int = 1):
+                 passes: int = 1, reward_scale=None):
         self._learner = learner
+        self._reward_scale = reward_scale
         self._passes = passes
         self._batch_size = batch_size
         self._total_frames = total_frames
@@ -117,6 +121,8 @@ class LearnerService:
             self._base_frames = counters.frames // hosts
             self._episodes = counters.episodes // hosts + (counters.episodes % hosts if host == 0 else 0)
             self._recent_returns.extend(counters.recent_returns)
+            if reward_scale is not None and counters.return_moments is not None:
+                reward_scale.restore(counters.return_moments)
             if frames_per_step is not None:
                 learner.align_schedule(round(counters.frames / frames_per_step) * passes)
         self._done = threading.Event()
@@ -251,7 +257,9 @@ class LearnerService:
         with self._lock:
             counters = RunCounters(frames=self._hosts * self._frames_consumed(),
                                    episodes=episodes,
-                                   recent_returns=tuple(self._recent_returns))
+                                   recent_returns=tuple(self._recent_returns),
+                                   return_moments=(None if self._reward_scale is None
+                                                   else self._reward_scale.state))
         path = self._checkpoint.save(counters)
         with self._lock:
             self._last_checkpoint = (path, self._learner.num_steps)
@@ -290,6 +298,9 @@ class LearnerService:
                 if taken is None:
                     break
                 batch, stats = taken
+                if self._reward_scale is not None:
+                    self._reward_scale.update(stats)
+                    batch = self._reward_scale.apply(batch)
                 with self._lock:
                     self._step_started = time.monotonic()
                 try:
@@ -305,6 +316,8 @@ class LearnerService:
                 # The one per-host measure (how stale this host's batch was): reported
                 # apart from the loss metrics, which every host shares.
                 policy_lag = (metrics.pop("policy_lag_mean"), metrics.pop("policy_lag_max"))
+                if self._reward_scale is not None:
+                    metrics["reward_scale"] = self._reward_scale.scale
                 returns = [float(r) for s in stats if s is not None for r in np.asarray(s.returns)]
                 with self._lock:
                     self._busy_s += time.monotonic() - self._step_started

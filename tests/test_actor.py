@@ -324,3 +324,35 @@ def test_time_limit_cuts_on_cartpole_carry_the_value_of_the_final_observation():
                                            tf.constant([0.0]), tf.constant([False])), ())
         assert unroll.truncation_values[t, b] == pytest.approx(float(output.baseline[0]), abs=1e-5)
     env.close()
+
+
+@pytest.mark.parametrize("autoreset_mode", [AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP])
+def test_return_moments_follow_each_envs_discounted_return_across_unrolls(autoreset_mode):
+    """With `return_discount`, each unroll's stats carry (count, mean, variance) of
+    G = r + discount * G over its T x E steps, G carried across unrolls and reset after
+    every episode's last step (SB3's VecNormalize), checked against a step-by-step loop."""
+    discount = 0.9
+    actor = Actor(env=scripted_vector_env(autoreset_mode), agent=CountingAgent(), unroll_length=T,
+                  seed=0, return_discount=discount)
+    # The scripted env: env i's step s of an episode pays s, episodes last EPISODE_LENGTHS[i].
+    running = np.zeros(len(EPISODE_LENGTHS))
+    steps = np.zeros(len(EPISODE_LENGTHS), int)
+    for _ in range(3):
+        unroll, stats = actor.unroll()
+        expected = []
+        for t in range(T):
+            steps += 1
+            running = discount * running + steps
+            expected.append(running.copy())
+            ended = steps == np.array(EPISODE_LENGTHS)
+            running[ended], steps[ended] = 0.0, 0
+        values = np.concatenate(expected)
+        count, mean, variance = stats.return_moments
+        assert count == values.size
+        np.testing.assert_allclose([mean, variance], [values.mean(), values.var()], rtol=1e-12)
+
+
+def test_no_return_moments_without_a_discount():
+    actor = Actor(env=scripted_vector_env(AutoresetMode.SAME_STEP), agent=CountingAgent(),
+                  unroll_length=T, seed=0)
+    assert actor.unroll()[1].return_moments is None

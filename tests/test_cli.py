@@ -420,6 +420,10 @@ def test_resume_reads_the_legacy_flat_config_json_and_applies_flags(tmp_path):
     assert (config.run.seed, config.run.total_frames, config.run.logdir) == (5, 20000, str(run))
     # Fields the flat config did not have keep their defaults.
     assert (config.loss.lambda_, config.optimizer.rmsprop_momentum, config.run.launcher) == (1.0, 0.0, "ray")
+    # ...except fields whose default is not what a run without them did: those resume as it ran.
+    assert (config.loss.normalize_rewards, config.agent.scale_observations, config.learner.passes,
+            config.loss.surrogate_clip, config.loss.kl_cost) == (False, False, 1, None, 0.0)
+    assert TrainConfig().loss.normalize_rewards and TrainConfig().agent.scale_observations
 
 
 def test_resume_of_a_legacy_run_keeps_its_agent_locked(tmp_path):

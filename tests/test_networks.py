@@ -230,3 +230,55 @@ def test_learner_steps_with_cnn_lstm_agent():
     assert version == 2
     assert len(after) == len(before)
     assert any(not np.allclose(a, b) for a, b in zip(before, after))
+
+
+
+def test_observation_scaling_standardises_each_dimension():
+    from impala_rep.agent import observation_scaling
+
+    rng = np.random.default_rng(0)
+    x = rng.normal([-0.5, 0.0, 3.0], [0.075, 0.0064, 0.0], size=(1000, 3))
+    offset, scale = observation_scaling(x.mean(0), x.std(0))
+    z = (x - offset) * scale
+    np.testing.assert_allclose(z[:, :2].mean(0), 0, atol=1e-5)
+    np.testing.assert_allclose(z[:, :2].std(0), 1, rtol=1e-4)
+    np.testing.assert_allclose(z[:, 2], 0, atol=1e-6)  # constant: mean removed, not divided by 0
+    with pytest.raises(ValueError, match="finite"):
+        observation_scaling([0.0, np.nan], [1.0, 1.0])
+
+
+def test_mlp_agent_with_normalization_is_the_agent_without_it_on_standardised_inputs():
+    from impala_rep.agent import AgentInputs, MLPAgent, observation_scaling
+
+    mean, std = (-0.524, 0.0), (0.0751, 0.0064)
+    scaled = MLPAgent(num_actions=3, observation_normalization=(mean, std))
+    plain = MLPAgent(num_actions=3)
+    scaled.build((2,))
+    plain.build((2,))
+    plain.set_weights(scaled.get_weights())  # the normalization adds no variable
+    obs = np.random.default_rng(0).normal(mean, std, size=(5, 2)).astype(np.float32)
+    offset, scale = observation_scaling(mean, std)
+    inputs = lambda o: AgentInputs(o, np.zeros(5, np.int32), np.zeros(5, np.float32),  # noqa: E731
+                                   np.zeros(5, bool))
+    out, _ = scaled.step(inputs(obs), ())
+    ref, _ = plain.step(inputs((obs - offset) * scale), ())
+    np.testing.assert_allclose(out.policy_logits, ref.policy_logits, rtol=1e-5)
+    np.testing.assert_allclose(out.baseline, ref.baseline, rtol=1e-5)
+
+
+def test_random_play_statistics_are_seeded_and_match_a_hand_loop():
+    import gymnasium
+
+    from impala_rep.envs.statistics import random_play_statistics
+
+    mean, std = random_play_statistics("MountainCar-v0", seed=3, steps=300)
+    assert random_play_statistics("MountainCar-v0", seed=3, steps=300) == (mean, std)
+    assert random_play_statistics("MountainCar-v0", seed=4, steps=300) != (mean, std)
+    env = gymnasium.make("MountainCar-v0")
+    env.action_space.seed(3)
+    seen = [env.reset(seed=3)[0]]
+    for _ in range(299):
+        obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        seen.append(env.reset()[0] if terminated or truncated else obs)
+    np.testing.assert_allclose(mean, np.mean(seen, axis=0), rtol=1e-6)
+    np.testing.assert_allclose(std, np.std(seen, axis=0), rtol=1e-6)

@@ -90,7 +90,8 @@ class _ThreadActorFleet:
         config, service = self._plan.config, self._service
         try:
             actor = build_actor(env=config.env, actors=config.actors,
-                                agent_factory=self._plan.agent_factory, seed=seed)
+                                agent_factory=self._plan.agent_factory, seed=seed,
+                                return_discount=config.return_discount)
             version, published = service.latest_weights()
             actor.set_weights(published[0], version)
         except Exception as err:  # noqa: BLE001 - reported as the actor's failure

@@ -35,13 +35,28 @@ class RunPlan:
     resume: bool
 
 
-def default_agent_factory(agent: AgentConfig, observation_shape, num_actions: int) -> Callable[[], Any]:
-    """A picklable factory for the configured built-in agent (each process builds its own copy)."""
+def default_agent_factory(agent: AgentConfig, observation_shape, num_actions: int,
+                          observation_normalization=None) -> Callable[[], Any]:
+    """A picklable factory for the configured built-in agent (each process builds its own copy);
+    the MLP standardises its inputs with `observation_normalization` ((mean, std) or None)."""
     from impala_rep.networks import make_agent
 
     return make_agent(observation_shape=tuple(observation_shape), num_actions=num_actions,
                       network=agent.network, use_lstm=agent.use_lstm,
-                      hidden_sizes=tuple(agent.hidden_sizes))
+                      hidden_sizes=tuple(agent.hidden_sizes),
+                      observation_normalization=observation_normalization)
+
+
+def _observation_normalization(config: TrainConfig, observation_shape) -> Any:
+    """(mean, std) under random play for a built-in MLP on a gymnasium vector env, when
+    `scale_observations`; None otherwise (images, Atari and MinAtar have their own scaling)."""
+    from impala_rep.envs.factory import is_gymnasium_vector_env
+    from impala_rep.envs.statistics import random_play_statistics
+
+    mlp = config.agent.network == "mlp" or (config.agent.network == "auto" and len(observation_shape) == 1)
+    if not (config.agent.scale_observations and mlp and is_gymnasium_vector_env(config.env.id)):
+        return None
+    return random_play_statistics(config.env.id, seed=config.run.seed)
 
 
 def check_logdir(logdir: str | None) -> None:
@@ -98,8 +113,9 @@ def prepare(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
             observation_shape=env_spec.observation_shape, num_actions=env_spec.num_actions)
         users_agent = agent_factory is not None
         if agent_factory is None:  # e.g. a network that does not fit the observation
-            agent_factory = default_agent_factory(config.agent, env_spec.observation_shape,
-                                                  env_spec.num_actions)
+            agent_factory = default_agent_factory(
+                config.agent, env_spec.observation_shape, env_spec.num_actions,
+                _observation_normalization(config, env_spec.observation_shape))
         if users_agent or loss is not None:
             check_user_code(agent_factory=agent_factory, loss_fn=loss, agent_is_users=users_agent,
                             agent_spec=config.agent.factory, loss_spec=config.loss.function,

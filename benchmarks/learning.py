@@ -1,0 +1,182 @@
+"""Learning benchmark suite: frames and seconds from launch to each task's threshold.
+
+    .venv/bin/python benchmarks/learning.py [--tasks cartpole acrobot ...] [--seeds 1 2 3]
+        [--label NAME] [--out runs/benchmarks/learning] [-- TRAIN FLAGS ...]
+
+Each (task, seed) is one `impala-rep train` command, run the way a user runs it (a new
+process, embedded Ray, `--env` and `--seed` and the task's frame budget; anything after
+`--` is passed on, e.g. `-- --passes 2` to measure an option). Runs go one at a time:
+two learning runs at once on a small machine slow each other down. While a run goes,
+its `metrics.jsonl` is read every 0.5 s, so "seconds" count from the command's launch
+(Python, TensorFlow and Ray start-up included) to the report that first reached the
+threshold, as a user watching the console would see it.
+
+Prints one row per run and one per task (every seed, never only the best), with the
+published figure of an anchor beside it; writes `OUT/LABEL.json` and one figure of
+return curves, `OUT/LABEL.png` (a panel per task, a line per seed). Logs of every run
+stay in `OUT/LABEL/TASK-sSEED/`.
+
+Thresholds are gymnasium's registered `reward_threshold`s for classic control (CartPole
+475, Acrobot -100, MountainCar -110); the return is the mean over the last 100
+episodes of the behaviour policy (stochastic, as it trains), which is lower than the
+deterministic evaluation scores rl-baselines3-zoo publishes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+
+import _common  # noqa: F401  (quiets TensorFlow before it is imported)
+from _common import table, write_json
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    env: str
+    frames: int          # the run's budget: the learning rate decays to 0 over it
+    threshold: float     # mean return over the last 100 episodes
+    anchor: str          # a published figure to read beside ours
+    flags: tuple[str, ...] = ()
+
+
+# rl-baselines3-zoo figures: benchmark.md of DLR-RM/rl-baselines3-zoo (one trained agent,
+# deterministic evaluation, after n_timesteps agent steps).
+TASKS = {
+    "cartpole": Task("CartPole-v1", 300_000, 475.0,
+                     "rl-zoo PPO: 500 after 100k steps; A2C: 500 after 500k"),
+    "acrobot": Task("Acrobot-v1", 1_000_000, -100.0,
+                    "rl-zoo PPO: -73.5 after 1M steps; A2C: -83.4 after 500k"),
+    "mountaincar": Task("MountainCar-v0", 1_000_000, -110.0,
+                        "rl-zoo PPO: -110.4 after 1M steps; A2C: -111.3 after 1M"),
+    "minatar-breakout": Task("MinAtar/Breakout-v1", 3_000_000, 10.0,
+                             "MinAtar paper: curves only (DQN and AC(lambda), 5M frames)"),
+    "pong": Task("PongNoFrameskip-v4", 20_000_000, 18.0,
+                 "RLlib APPO: 18 within 10M agent steps; rl-zoo PPO 21.0 after 10M steps",
+                 ("--preset", "atari")),
+}
+DEFAULT_TASKS = ("cartpole", "acrobot", "mountaincar", "minatar-breakout")
+
+
+def run_one(task: Task, seed: int, logdir: pathlib.Path, extra: list[str]) -> dict:
+    """One `impala-rep train` command; the first record at the threshold, timed from launch."""
+    command = [str(ROOT / ".venv" / "bin" / "impala-rep"), "train", "--env", task.env,
+               "--seed", str(seed), "--total-frames", str(task.frames), "--logdir", str(logdir),
+               *task.flags, *extra]
+    metrics = logdir / "metrics.jsonl"
+    start = time.monotonic()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    hit, read = None, 0
+    while True:
+        finished = process.poll() is not None
+        if metrics.is_file():
+            lines = metrics.read_text().splitlines()
+            for line in lines[read:]:
+                if not line.endswith("}"):
+                    break  # a record still being written: read it next time
+                read += 1
+                record = json.loads(line)
+                ret = record.get("episode_return_mean")
+                if hit is None and ret is not None and ret >= task.threshold:
+                    hit = {"frames": record["frames"], "seconds": round(time.monotonic() - start, 1)}
+        if finished:
+            break
+        time.sleep(0.5)
+    seconds = round(time.monotonic() - start, 1)
+    stderr = process.stderr.read()
+    if process.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed (exit {process.returncode}):\n{stderr}")
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    returns = [r["episode_return_mean"] for r in records if r["episode_return_mean"] is not None]
+    fps = sorted(r["frames"] / r["wall_s"] for r in records if r["wall_s"] > 0)
+    return {
+        "seed": seed,
+        "frames_to_threshold": hit and hit["frames"],
+        "seconds_to_threshold": hit and hit["seconds"],
+        "final_return": returns[-1] if returns else None,
+        "best_return": max(returns) if returns else None,
+        "frames": records[-1]["frames"],
+        "seconds": seconds,
+        "curve": [(r["frames"], r["episode_return_mean"]) for r in records
+                  if r["episode_return_mean"] is not None],
+        "frames_per_s_from_launch": round(records[-1]["frames"] / seconds),
+        "median_cumulative_fps": round(statistics.median(fps)) if fps else None,
+    }
+
+
+def draw(results: dict[str, list[dict]], path: pathlib.Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 3.6), squeeze=False)
+    for ax, (name, runs) in zip(axes[0], results.items()):
+        for run in runs:
+            frames, returns = zip(*run["curve"]) if run["curve"] else ((), ())
+            ax.plot(frames, returns, label=f"seed {run['seed']}")
+        ax.axhline(TASKS[name].threshold, color="grey", linestyle="--", linewidth=1)
+        ax.set(title=TASKS[name].env, xlabel="env frames", ylabel="mean return (last 100 episodes)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[:argv.index("--")] if "--" in argv else argv
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=list(DEFAULT_TASKS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--label", default="defaults", help="names the output files and run folders")
+    parser.add_argument("--out", default="runs/benchmarks/learning")
+    args = parser.parse_args(argv)
+    out = pathlib.Path(args.out)
+    results: dict[str, list[dict]] = {}
+    for name in args.tasks:
+        task = TASKS[name]
+        for seed in args.seeds:
+            logdir = out / args.label / f"{name}-s{seed}"
+            if logdir.exists():
+                raise SystemExit(f"{logdir} exists: choose another --label or remove it")
+            print(f"{name} seed {seed}: {task.env}, {task.frames:,} frames ...", flush=True)
+            run = run_one(task, seed, logdir, extra)
+            results.setdefault(name, []).append(run)
+            print(f"  threshold {task.threshold:g}: "
+                  + (f"{run['frames_to_threshold']:,} frames, {run['seconds_to_threshold']} s"
+                     if run["frames_to_threshold"] is not None else "not reached")
+                  + f"; final {run['final_return']:.1f}; run {run['seconds']} s", flush=True)
+    rows = []
+    for name, runs in results.items():
+        for run in runs:
+            rows.append((TASKS[name].env, run["seed"], f"{TASKS[name].threshold:g}",
+                         f"{run['frames_to_threshold']:,}" if run["frames_to_threshold"] else "not reached",
+                         run["seconds_to_threshold"] if run["seconds_to_threshold"] is not None else "-",
+                         f"{run['final_return']:.1f}", f"{run['frames']:,}", run["seconds"],
+                         TASKS[name].anchor))
+    print()
+    print(table(["task", "seed", "threshold", "frames to threshold", "s from launch",
+                 "final return", "frames", "run s", "anchor"], rows))
+    figure = out / f"{args.label}.png"
+    draw(results, figure)
+    print(f"wrote {figure}")
+    write_json(str(out / f"{args.label}.json"),
+               {"benchmark": "learning", "label": args.label, "train_flags": extra,
+                "tasks": {name: dataclasses.asdict(TASKS[name]) for name in results},
+                "results": results, "cpus": os.cpu_count()})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""Reward scaling: rewards divided by the running standard deviation of the discounted return.
+
+As Stable-Baselines3's `VecNormalize` scales rewards (and PPO's "reward scaling",
+Engstrom et al. 2020), but split across processes: each actor keeps its envs' running
+discounted returns `G_t = r_t + discount * G_{t-1}` (reset after an episode's last
+step) and sends their moments with every unroll (`EpisodeStats.return_moments`);
+the learner merges them into one running mean and variance (gymnasium's
+`RunningMeanStd`, the parallel algorithm) and divides every batch's rewards by
+`sqrt(variance + eps)` before its update. The values the agent learns are then in
+units of that standard deviation, whatever the task's reward scale.
+
+The scale moves as the policy improves; the agent follows it like any other
+non-stationarity of the targets (the scale is averaged over the whole run, so it
+moves slowly). Ray-free and TensorFlow-free.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+import numpy as np
+from gymnasium.wrappers.utils import RunningMeanStd
+
+from impala_rep.unroll import EpisodeStats, Unroll
+
+__all__ = ["RewardScale"]
+
+_EPSILON = 1e-8  # VecNormalize's, inside the square root
+
+
+class RewardScale:
+    """The running moments of the actors' discounted returns, and the scale they give."""
+
+    def __init__(self):
+        self._moments = RunningMeanStd(shape=())
+
+    def update(self, stats: Iterable[EpisodeStats | None]) -> None:
+        """Merges every `stats.return_moments` given (None, or stats without moments, add nothing)."""
+        for s in stats:
+            if s is not None and s.return_moments is not None:
+                count, mean, variance = s.return_moments
+                if count > 0:
+                    self._moments.update_from_moments(mean, variance, count)
+
+    @property
+    def scale(self) -> float:
+        """What rewards are divided by: 1 before any moments arrived (count ~ 0, variance 1)."""
+        return math.sqrt(float(self._moments.var) + _EPSILON)
+
+    def apply(self, batch: Unroll) -> Unroll:
+        """`batch` with its rewards divided by the scale (float32, as the learner takes them).
+
+        Only `rewards`: `truncation_values` are the agent's own values, already in
+        scaled units, and `prev_rewards` are agent inputs, left as the env gave them."""
+        rewards = np.asarray(batch.rewards, np.float64) / self.scale
+        return batch._replace(rewards=rewards.astype(np.float32))
+
+    @property
+    def state(self) -> tuple[float, float, float]:
+        """`(count, mean, variance)`, for a checkpoint."""
+        return (float(self._moments.count), float(self._moments.mean), float(self._moments.var))
+
+    def restore(self, state: tuple[float, float, float]) -> None:
+        count, mean, variance = state
+        self._moments.count = float(count)
+        self._moments.mean = np.float64(mean)
+        self._moments.var = np.float64(variance)
