@@ -52,7 +52,7 @@ class Task:
 # rl-baselines3-zoo figures: benchmark.md of DLR-RM/rl-baselines3-zoo (one trained agent,
 # deterministic evaluation, after n_timesteps agent steps).
 TASKS = {
-    "cartpole": Task("CartPole-v1", 300_000, 475.0,
+    "cartpole": Task("CartPole-v1", 1_000_000, 475.0,
                      "rl-zoo PPO: 500 after 100k steps; A2C: 500 after 500k"),
     "acrobot": Task("Acrobot-v1", 1_000_000, -100.0,
                     "rl-zoo PPO: -73.5 after 1M steps; A2C: -83.4 after 500k"),
@@ -157,14 +157,15 @@ def main() -> None:
             print(f"  threshold {task.threshold:g}: "
                   + (f"{run['frames_to_threshold']:,} frames, {run['seconds_to_threshold']} s"
                      if run["frames_to_threshold"] is not None else "not reached")
-                  + f"; final {run['final_return']:.1f}; run {run['seconds']} s", flush=True)
+                  + f"; final {run['final_return']}; run {run['seconds']} s", flush=True)
     rows = []
     for name, runs in results.items():
         for run in runs:
             rows.append((TASKS[name].env, run["seed"], f"{TASKS[name].threshold:g}",
                          f"{run['frames_to_threshold']:,}" if run["frames_to_threshold"] else "not reached",
                          run["seconds_to_threshold"] if run["seconds_to_threshold"] is not None else "-",
-                         f"{run['final_return']:.1f}", f"{run['frames']:,}", run["seconds"],
+                         "-" if run["final_return"] is None else f"{run['final_return']:.1f}",
+                         f"{run['frames']:,}", run["seconds"],
                          TASKS[name].anchor))
     print()
     print(table(["task", "seed", "threshold", "frames to threshold", "s from launch",

@@ -66,12 +66,16 @@ class EnvSpec:
     num_actions: size of the Discrete action space.
     frame_skip: env frames one agent step spans (4 for Atari). Frame counts shown
       to users (flags, metrics) are env frames, so they compare with the literature.
+    observation_bounds: `(low, high)` of vector observations; None for images.
     """
 
     observation_shape: tuple[int, ...]
     observation_dtype: np.dtype
     num_actions: int
     frame_skip: int = 1
+    # (low, high) of a gymnasium env's vector observations as its Box declares them; None
+    # for images, Atari and MinAtar.
+    observation_bounds: tuple[tuple[float, ...], tuple[float, ...]] | None = None
 
 
 def describe_env(env_id: str) -> EnvSpec:
@@ -111,9 +115,12 @@ def describe_env(env_id: str) -> EnvSpec:
     try:
         num_actions = _num_discrete_actions(env_id, env.action_space)
         _check_observation_space(env_id, env.observation_space)
-        return EnvSpec(observation_shape=tuple(env.observation_space.shape),
-                       observation_dtype=np.dtype(env.observation_space.dtype),
-                       num_actions=num_actions)
+        space = env.observation_space
+        bounds = None
+        if len(space.shape) == 1:
+            bounds = (tuple(float(v) for v in space.low), tuple(float(v) for v in space.high))
+        return EnvSpec(observation_shape=tuple(space.shape), observation_dtype=np.dtype(space.dtype),
+                       num_actions=num_actions, observation_bounds=bounds)
     finally:
         env.close()
 
@@ -207,12 +214,6 @@ def _make_same_step_vector_env(env_id: str, *, num_envs: int) -> gymnasium.vecto
         env.close()
     return gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
                               vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
-
-
-def is_gymnasium_vector_env(env_id: str) -> bool:
-    """Whether `env_id` is a plain gymnasium env (not Atari, not MinAtar), i.e. one built with
-    `gymnasium.make` whose observations are what the env itself returns."""
-    return not (atari.is_atari_id(env_id) or minatar.is_minatar_id(env_id))
 
 
 def _check_env_id(env_id: str) -> None:

@@ -90,6 +90,25 @@ def assign_weights(variables: Sequence[tf.Variable], weights: Sequence[np.ndarra
 
 # A dimension that hardly varies is left unscaled rather than blown up.
 _MIN_STD = 1e-6
+# Bounds this wide are "unbounded": gymnasium envs write float32's largest value for them.
+_UNBOUNDED_WIDTH = 1e6
+
+
+def bounds_normalization(low: Sequence[float], high: Sequence[float]
+                         ) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """`(mean, std)` for `observation_scaling` that map each dimension with finite bounds
+    `[low, high]` onto `[-1, 1]` (mean the middle, std half the width); other dimensions
+    (infinite, or wider than 1e6) get `(0, 1)`: unchanged."""
+    low, high = np.asarray(low, np.float64), np.asarray(high, np.float64)
+    if low.shape != high.shape or low.ndim != 1:
+        raise ValueError(f"observation bounds must be two vectors of one length, got shapes "
+                         f"{low.shape} and {high.shape}")
+    with np.errstate(invalid="ignore", over="ignore"):
+        width = high - low
+        bounded = np.isfinite(low) & np.isfinite(high) & (width > 0) & (width < _UNBOUNDED_WIDTH)
+        mean = np.where(bounded, (high + low) / 2, 0.0)
+        std = np.where(bounded, width / 2, 1.0)
+    return tuple(mean.tolist()), tuple(std.tolist())
 
 
 def observation_scaling(mean: Sequence[float], std: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
@@ -109,9 +128,8 @@ class MLPAgent:
     """A feed-forward agent for vector observations: a shared MLP torso, policy and value heads.
 
     It ignores the previous action and reward and has no recurrent state. Given
-    `observation_normalization=(mean, std)` (per dimension, e.g.
-    `impala_rep.envs.statistics.random_play_statistics`), it first standardises its
-    inputs (`observation_scaling`). The mapping is a constant, not a variable: the
+    `observation_normalization=(mean, std)` (per dimension, e.g. `bounds_normalization`
+    of the env's Box), it first standardises its inputs (`observation_scaling`). The mapping is a constant, not a variable: the
     agent's weights and checkpoints are the same with or without it.
     """
 

@@ -98,8 +98,8 @@ class AgentConfig:
     hidden_sizes: tuple[int, ...] = _field((64, 64), "the MLP's layer sizes, e.g. 64,64",
                                            metavar="N,N,...")
     scale_observations: bool = _field(
-        True, "MLP on a vector env: standardise each observation dimension by its mean and std "
-              "under 5,000 steps of random play, measured at start-up (envs/statistics.py)")
+        True, "MLP: map each observation dimension with finite bounds (as the env's Box declares "
+              "them) onto [-1, 1]")
     factory: str | None = _field(
         None, "your own agent: FACTORY(observation_shape=..., num_actions=...) returns a new Agent; "
               "MODULE is a module name (the current directory is searched) or a path/to/file.py. "
@@ -154,9 +154,9 @@ class LearnerConfig:
                            "fed by its round-robin share of the actors (docs/cluster.md)",
                         flag="--learner-hosts")
     batch_size: int = _field(32, "B, unrolls (env columns) per learner step")
-    # Sample reuse as PPO does it (several passes over each batch); V-trace's clipped
-    # importance weights correct for the policy moving away from the actors' between passes.
-    passes: int = _field(1, "learner updates on each batch (sample reuse); the learning-rate "
+    # Sample reuse as PPO does it; V-trace's clipped weights correct for the policy moving
+    # between passes. 8: measured on 3 tasks (README, "Learning per frame").
+    passes: int = _field(8, "learner updates on each batch (sample reuse); the learning-rate "
                             "schedule counts every update")
     queue_capacity: int = _field(1, "unroll blocks the learner queues before actors wait; bounds "
                                     "policy lag")
@@ -195,24 +195,24 @@ class LossConfig:
 
     discount: float = _field(0.99, "gamma")
     baseline_cost: float = _field(0.5, "weight of the baseline (value) loss")
-    entropy_cost: float = _field(0.01, "weight of the entropy bonus")
+    # 0, as rl-baselines3-zoo's PPO on classic control (README, "Learning per frame").
+    entropy_cost: float = _field(0.0, "weight of the entropy bonus")
     clip_rho_threshold: float | None = _field(1.0, "V-trace rho-bar (none: no clipping)")
     clip_pg_rho_threshold: float | None = _field(1.0, "V-trace policy-gradient rho clip "
                                                       "(none: no clipping)")
     lambda_: float = _field(1.0, "V-trace lambda (1: the paper's V-trace)", flag="--lambda")
     # APPO's (RLlib) policy loss; its default there is 0.4, PPO's 0.2.
     surrogate_clip: float | None = _field(
-        None, "none: IMPALA's policy gradient; a number epsilon: APPO's clipped surrogate "
+        0.2, "none: IMPALA's policy gradient; a number epsilon: APPO's clipped surrogate "
               "min(rA, clip(r, 1-epsilon, 1+epsilon)A) on V-trace advantages, r = pi/mu")
     kl_cost: float = _field(0.0, "weight of KL(behaviour policy || learner policy) in the loss")
-    # SB3's VecNormalize reward scaling (PPO's "reward scaling", Engstrom et al. 2020): a
-    # task's reward scale sets the values' scale, and values of ~100 (Acrobot's, MountainCar's
-    # -1 a step) drove the shared torso's features so large that the policy went
-    # deterministic within 10k frames; scaled, both learned.
+    # As SB3's VecNormalize: unscaled, Acrobot's values of -100 drove the shared torso so hard
+    # that the policy went deterministic within 10k frames (README, "Learning per frame").
     normalize_rewards: bool = _field(
         True, "divide rewards by the running standard deviation of the discounted return, "
               "measured by the actors (before any clipping)")
-    reward_clipping: str = _field("abs_one", "clip rewards to [-1, 1] in the learner (abs_one) "
+    # Off by default: reward scaling sets the scale; the Atari presets clip, as the paper.
+    reward_clipping: str = _field("none", "clip rewards to [-1, 1] in the learner (abs_one) "
                                              "or not (none)", choices=REWARD_CLIPPING)
     function: str | None = _field(
         None, "your own learner loss (keyword arguments as impala_rep.loss_fn documents); "
@@ -303,12 +303,6 @@ def config_fields() -> Iterator[ConfigField]:
             yield ConfigField(key=_key_of(field), group=group, name=field.name, field=field)
 
 
-# Fields added after the first config.json, with the value that means what a run without
-# them did, where that is not their default (a resumed older run keeps its behaviour).
-_BEFORE_THE_FIELD = {"normalize_rewards": False, "scale_observations": False, "passes": 1, "surrogate_clip": None, "kl_cost": 0.0}
-
-# Keys of the flat config.json before the config was grouped, where they differ.
-_RENAMED_KEYS = {"checkpoint_every_s": "checkpoint_every", "report_every_s": "report_every"}
 
 
 def _by_key() -> dict[str, ConfigField]:
@@ -377,26 +371,11 @@ class TrainConfig:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "TrainConfig":
-        """The inverse of `to_json`; also reads the flat config.json of earlier versions.
-        Fields a newer version added keep their defaults; unknown fields raise ValueError."""
-        if all(isinstance(data.get(group, {}), Mapping) for group in _GROUPS) and set(data) <= set(_GROUPS):
-            flat = {}
-            for group, values in data.items():
-                names = {f.name: f.key for f in config_fields() if f.group == group}
-                unknown = sorted(set(values) - set(names))
-                if unknown:
-                    raise ValueError(f"unknown config fields {', '.join(f'{group}.{u}' for u in unknown)}")
-                flat.update({names[name]: value for name, value in values.items()})
-        else:  # keys of the flat config, two of which had another name then
-            flat = {_RENAMED_KEYS.get(key, key): value for key, value in data.items()}
-        unknown = sorted(set(flat) - set(_by_key()))
-        if unknown:
-            raise ValueError(f"unknown config fields {', '.join(unknown)}")
-        # A config written before a field existed ran without it: resume it so.
-        flat = {**{key: value for key, value in _BEFORE_THE_FIELD.items() if key not in flat}, **flat}
-        if "hidden_sizes" in flat:  # JSON has lists, the config tuples
-            flat["hidden_sizes"] = tuple(flat["hidden_sizes"])
-        return cls.from_keys(flat)
+        """The inverse of `to_json`; also reads config.json files of earlier versions
+        (`impala_rep.config_json`). Unknown fields raise ValueError."""
+        from impala_rep.config_json import flat_keys_of  # a module of its own: older layouts
+
+        return cls.from_keys(flat_keys_of(data))
 
     # --- derived quantities --------------------------------------------------------------
     @property

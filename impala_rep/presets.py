@@ -25,6 +25,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "entropy_cost": 0.01, "rmsprop_epsilon": 0.01, "rmsprop_decay": 0.99, "learning_rate": 6e-4,
         "max_grad_norm": 40.0, "reward_clipping": "abs_one", "network": "shallow",
         "envs_per_actor": 16, "total_frames": 50_000_000,
+        # The paper's learner: one update per batch, its policy gradient, clipped rewards only.
+        "passes": 1, "surrogate_clip": None, "kl_cost": 0.0, "normalize_rewards": False,
     },
 }
 # The paper's settings with two changes that make Pong learn within 20M frames on a

@@ -57,6 +57,16 @@ class HostSync:
         return int(high) * (1 << 12) + int(low)
 
 
+    def gather(self, values) -> np.ndarray:
+        """Every host's `values` (a float vector of one length on all hosts), `[hosts, k]` in
+        host order (a collective, like `agree`)."""
+        values = np.asarray(values, np.float32).reshape(1, -1)
+        local = np.zeros((self._replicator.num_local_replicas, values.shape[1]), np.float32)
+        local[0] = values[0]  # a host's other local replicas send zeros, dropped below
+        gathered = np.asarray(self._replicator.run(_gather_over_replicas, local)[0])
+        return gathered[::self._replicator.num_local_replicas]
+
+
 class ScratchCheckpoint:
     """A non-chief host's part in a checkpoint: the same save, into a temporary directory
     that is deleted right after.

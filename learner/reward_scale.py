@@ -39,9 +39,28 @@ class RewardScale:
         """Merges every `stats.return_moments` given (None, or stats without moments, add nothing)."""
         for s in stats:
             if s is not None and s.return_moments is not None:
-                count, mean, variance = s.return_moments
-                if count > 0:
-                    self._moments.update_from_moments(mean, variance, count)
+                self.update_moments(s.return_moments)
+
+    def update_moments(self, moments) -> None:
+        """Merges one `(count, mean, variance)`; a count of 0 adds nothing."""
+        count, mean, variance = (float(m) for m in moments)
+        if count > 0:
+            self._moments.update_from_moments(mean, variance, count)
+
+    @staticmethod
+    def combine(stats: Iterable[EpisodeStats | None]) -> tuple[float, float, float]:
+        """The `(count, mean, variance)` of all `stats`' moments together; (0, 0, 0) for none
+        (what a host of a multi-host learner sends the others for its batch)."""
+        parts = [s.return_moments for s in stats
+                 if s is not None and s.return_moments is not None and s.return_moments[0] > 0]
+        if not parts:
+            return (0.0, 0.0, 0.0)
+        counts, means, variances = np.asarray(parts, np.float64).T
+        count = counts.sum()
+        mean = (counts * means).sum() / count
+        # The pooled variance: each part's own plus its mean's distance from the whole's.
+        variance = (counts * (variances + (means - mean) ** 2)).sum() / count
+        return (float(count), float(mean), float(variance))
 
     @property
     def scale(self) -> float:

@@ -37,6 +37,7 @@ from typing import Any, Callable
 import numpy as np
 
 from impala_rep.learner.report import LearnerReport
+from impala_rep.learner.reward_scale import RewardScale
 from impala_rep.learner.unroll_queue import QueueClosed, UnrollQueue
 from impala_rep.unroll import EpisodeStats, Unroll
 
@@ -299,15 +300,24 @@ class LearnerService:
                     break
                 batch, stats = taken
                 if self._reward_scale is not None:
-                    self._reward_scale.update(stats)
+                    if self._sync is None:
+                        self._reward_scale.update(stats)
+                    else:
+                        # Every host merges every host's moments in host order, so all hosts
+                        # divide their shares of the update by the same scale.
+                        for moments in self._sync.gather(RewardScale.combine(stats)):
+                            self._reward_scale.update_moments(moments)
                     batch = self._reward_scale.apply(batch)
                 with self._lock:
                     self._step_started = time.monotonic()
                 try:
                     # Sample reuse: every host runs the same passes, so the group's
                     # collectives stay in step without another agreement.
-                    for _ in range(self._passes):
+                    for done in range(self._passes):
                         metrics = self._learner.step(batch)
+                        if done == 0:  # how stale the actors' policy was, not the earlier passes
+                            lag = (metrics["policy_lag_mean"], metrics["policy_lag_max"])
+                    metrics["policy_lag_mean"], metrics["policy_lag_max"] = lag
                 except NonFiniteError as err:
                     # The weights were left alone; keep the last good checkpoint.
                     self._non_finite = str(err)

@@ -423,6 +423,8 @@ def test_resume_reads_the_legacy_flat_config_json_and_applies_flags(tmp_path):
     # ...except fields whose default is not what a run without them did: those resume as it ran.
     assert (config.loss.normalize_rewards, config.agent.scale_observations, config.learner.passes,
             config.loss.surrogate_clip, config.loss.kl_cost) == (False, False, 1, None, 0.0)
+    from impala_rep.config import TrainConfig
+
     assert TrainConfig().loss.normalize_rewards and TrainConfig().agent.scale_observations
 
 
@@ -442,8 +444,10 @@ def test_locked_keys_are_the_env_and_the_whole_agent_group():
     from impala_rep.config import config_fields
     from impala_rep.run.resume import LOCKED_KEYS
 
-    assert set(LOCKED_KEYS) == {"env"} | {f.key for f in config_fields() if f.group == "agent"}
-    assert set(LOCKED_KEYS) == {"env", "network", "use_lstm", "hidden_sizes", "agent"}
+    assert set(LOCKED_KEYS) == {"env", "normalize_rewards"} | {f.key for f in config_fields()
+                                                              if f.group == "agent"}
+    assert set(LOCKED_KEYS) == {"env", "network", "use_lstm", "hidden_sizes", "scale_observations",
+                                "agent", "normalize_rewards"}
 
 
 def test_check_resumable_takes_several_learner_hosts_and_refuses_another_agent(tmp_path):

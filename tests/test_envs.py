@@ -11,9 +11,12 @@ from impala_rep.envs import EnvSpec, describe_env, make_vector_env
 
 
 def test_describe_env_cartpole():
-    assert describe_env("CartPole-v1") == EnvSpec(observation_shape=(4,),
-                                                  observation_dtype=np.dtype(np.float32),
-                                                  num_actions=2)
+    spec = describe_env("CartPole-v1")
+    assert spec == EnvSpec(observation_shape=(4,), observation_dtype=np.dtype(np.float32),
+                           num_actions=2, observation_bounds=spec.observation_bounds)
+    low, high = spec.observation_bounds  # as gymnasium declares them
+    np.testing.assert_allclose(high, (4.8, np.inf, 0.41887903, np.inf), rtol=1e-6)
+    np.testing.assert_allclose(low, -np.array(high), rtol=1e-6)
 
 
 def test_make_vector_env_cartpole_is_same_step_and_seeded():

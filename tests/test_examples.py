@@ -11,7 +11,10 @@ import pathlib
 import subprocess
 import sys
 
+from impala_rep.config import TrainConfig
+
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
+PASSES = TrainConfig().learner.passes  # the default the examples run with
 TINY_RUN = ["--total-frames", "3200", "--num-actors", "1", "--envs-per-actor", "8",
             "--unroll-length", "20", "--batch-size", "8"]
 
@@ -38,7 +41,8 @@ def test_custom_agent_example_trains_on_two_replicas(local_ray, tmp_path):
     out = _run([str(EXAMPLES / "custom_agent.py"), *TINY_RUN, "--ray-address", _address(local_ray)],
                tmp_path)
     last = out.strip().splitlines()[-1]
-    assert last.startswith("custom agent: 20 learner steps on cpu:2"), out[-2000:]
+    # 3,200 frames in batches of 20 x 8: 20 batches, each trained on `passes` times.
+    assert last.startswith(f"custom agent: {20 * PASSES} learner steps on cpu:2"), out[-2000:]
 
 
 def test_cli_trains_the_custom_agent_named_by_file(local_ray, tmp_path):
@@ -51,7 +55,7 @@ def test_cli_trains_the_custom_agent_named_by_file(local_ray, tmp_path):
     assert config["agent"]["factory"] == f"{example}:make_agent"
     assert config["loss"]["function"] == f"{example}:l2_regularised_loss"
     records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
-    assert records[-1]["learner_steps"] == 20 and records[-1]["loss"] is not None
+    assert records[-1]["learner_steps"] == 20 * PASSES and records[-1]["loss"] is not None
     # The custom loss's own metric reaches metrics.jsonl next to the IMPALA loss's parts.
     assert records[-1]["l2_loss"] > 0 and records[-1]["pg_loss"] is not None
 

@@ -21,7 +21,8 @@ from impala_rep.learner.cluster_spec import free_port, tf_config  # noqa: E402
 from impala_rep.learner.learner_group import create_learner_group, distinct_addresses  # noqa: E402
 from impala_rep.learner.report import LearnerReport  # noqa: E402
 from impala_rep.run.training import train  # noqa: E402
-from impala_rep.unroll import slice_columns  # noqa: E402
+from impala_rep.learner.reward_scale import RewardScale  # noqa: E402
+from impala_rep.unroll import EpisodeStats, slice_columns  # noqa: E402
 
 T, B, A, OBS, STEPS = 5, 8, 3, 4, 3
 
@@ -121,9 +122,12 @@ def reference_replicator():
 
 def test_two_hosts_stay_identical_and_equal_one_learner_on_the_whole_batch(local_ray,
                                                                           reference_replicator):
+    # Reward scaling on (the default), rewards unclipped, so the scale shows in the update.
     config = TrainConfig.from_keys(dict(num_actors=2, learner_hosts=2, unroll_length=T, batch_size=B,
                                         total_frames=STEPS * T * B, queue_capacity=2,
-                                        learning_rate=0.05, hidden_sizes=(8,)))
+                                        learning_rate=0.05, hidden_sizes=(8,),
+                                        reward_clipping="none"))
+    assert config.loss.normalize_rewards
     factory = functools.partial(mlp_agent, A, (8,))
     group = create_learner_group(config, (OBS,), factory)
     try:
@@ -132,8 +136,14 @@ def test_two_hosts_stay_identical_and_equal_one_learner_on_the_whole_batch(local
         initial = ray.get(published[0])
         assert version == 0
         batches = [random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=s) for s in range(STEPS)]
-        for batch in batches:  # host k gets columns [k B/2, (k+1) B/2) of every batch
-            ray.get([host.enqueue.remote(slice_columns(batch, k * B // 2, (k + 1) * B // 2))
+        # Each host's actors report other return moments: the hosts must still agree on one
+        # scale, that of every host's moments merged.
+        moments = [[(10.0 + s + k, 3.0 * k - s, 4.0 + 20.0 * k + s) for k in range(2)]
+                   for s in range(STEPS)]
+        for s, batch in enumerate(batches):  # host k gets columns [k B/2, (k+1) B/2) of every batch
+            ray.get([host.enqueue.remote(slice_columns(batch, k * B // 2, (k + 1) * B // 2),
+                                         EpisodeStats(np.zeros(0), np.zeros(0, np.int64),
+                                                      return_moments=moments[s][k]))
                      for k, host in enumerate(group.hosts)])
         report = group.report()
         for _ in range(600):
@@ -142,21 +152,27 @@ def test_two_hosts_stay_identical_and_equal_one_learner_on_the_whole_batch(local
             report = group.report()
             time.sleep(0.1)
         assert report.done and report.error is None, report.error
-        assert report.learner_steps == STEPS
+        passes = config.learner.passes  # each batch trained on that many times, by both hosts
+        assert report.learner_steps == STEPS * passes
         assert report.frames_consumed == STEPS * T * B
         assert group.stop()
         weights = ray.get([host.get_weights.remote() for host in group.hosts])
     finally:
         group.kill()
-    assert [version for version, _ in weights] == [STEPS, STEPS]
+    assert [version for version, _ in weights] == [STEPS * passes] * 2
     for a, b in zip(weights[0][1], weights[1][1]):
         np.testing.assert_array_equal(a, b)
 
     # The reference: one learner, no group, the same start, every whole batch.
     learner = reference_learner(config, factory, reference_replicator, (OBS,))
     learner.agent.set_weights(initial)
-    for batch in batches:
-        learner.step(batch)
+    scale = RewardScale()
+    for batch, host_moments in zip(batches, moments):
+        for m in host_moments:
+            scale.update_moments(m)
+        assert scale.scale > 2.0  # far from 1: an unscaled or per-host update would differ
+        for _ in range(passes):
+            learner.step(scale.apply(batch))
     for got, want in zip(weights[0][1], learner.get_weights()[1]):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
@@ -177,7 +193,8 @@ def test_two_host_run_trains_checkpoints_and_resumes_on_two_hosts_then_one(local
 
     steps = config.total_learner_steps()
     assert result.learner_steps == steps
-    assert result.frames == steps * config.steps_per_update  # each host: half of every batch
+    # each host: half of every batch, every batch trained on `passes` times
+    assert result.frames == steps // config.learner.passes * config.steps_per_update
     first = records_of(logdir)
     for record in first:
         assert record["frames_produced"] == record["frames"] + record["frames_queued"]

@@ -7,7 +7,7 @@ from random_unrolls import random_unroll
 
 from impala_rep import Replicator
 from impala_rep.agent import MLPAgent
-from impala_rep.config import OptimizerConfig
+from impala_rep.config import LossConfig, OptimizerConfig
 from impala_rep.learner.checkpointing import RunCheckpoint, RunCounters
 from impala_rep.learner.learner import Learner
 from impala_rep.learner.reward_scale import RewardScale
@@ -33,6 +33,18 @@ def test_merged_moments_are_those_of_all_values_together():
     everything = np.concatenate(parts)
     # gymnasium's RunningMeanStd starts from count 1e-4 and variance 1: a negligible weight.
     assert scale.scale == pytest.approx(np.sqrt(everything.var()), rel=1e-5)
+
+
+def test_combine_pools_the_moments_of_several_blocks():
+    rng = np.random.default_rng(1)
+    parts = [rng.normal(-5.0, 2.0, size=n) for n in (3, 50, 11)]
+    stats = [stats_of(parts[0]), None, stats_of(parts[1]),
+             EpisodeStats(np.zeros(0), np.zeros(0)), stats_of(parts[2])]
+    count, mean, variance = RewardScale.combine(stats)
+    everything = np.concatenate(parts)
+    assert count == everything.size
+    np.testing.assert_allclose([mean, variance], [everything.mean(), everything.var()], rtol=1e-12)
+    assert RewardScale.combine([None]) == (0.0, 0.0, 0.0)
 
 
 def test_apply_divides_the_rewards_only():
@@ -69,9 +81,11 @@ def test_the_service_trains_on_scaled_rewards():
     replicator = Replicator("cpu")
 
     def make_learner():
+        # No reward clipping: clipped to [-1, 1], most of these rewards would be equal
+        # with or without the scaling.
         return Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(8,)), replicator=replicator,
                        total_steps=100, optimizer=OptimizerConfig(learning_rate=1e-2),
-                       observation_shape=(OBS,))
+                       loss=LossConfig(reward_clipping="none"), observation_shape=(OBS,))
 
     served, twin = make_learner(), make_learner()
     twin.agent.set_weights(served.agent.get_weights())

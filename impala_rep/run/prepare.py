@@ -47,16 +47,18 @@ def default_agent_factory(agent: AgentConfig, observation_shape, num_actions: in
                       observation_normalization=observation_normalization)
 
 
-def _observation_normalization(config: TrainConfig, observation_shape) -> Any:
-    """(mean, std) under random play for a built-in MLP on a gymnasium vector env, when
-    `scale_observations`; None otherwise (images, Atari and MinAtar have their own scaling)."""
-    from impala_rep.envs.factory import is_gymnasium_vector_env
-    from impala_rep.envs.statistics import random_play_statistics
+def _observation_normalization(config: TrainConfig, env_spec) -> Any:
+    """(mean, std) mapping the env's declared bounds onto [-1, 1] for the built-in MLP, when
+    `scale_observations`; None otherwise (images have their own scaling).
 
-    mlp = config.agent.network == "mlp" or (config.agent.network == "auto" and len(observation_shape) == 1)
-    if not (config.agent.scale_observations and mlp and is_gymnasium_vector_env(config.env.id)):
+    From the declared Box, not from stepping the env: nothing of the user's env runs in
+    the driver (an env that crashes or hangs does so in an actor, where it is handled),
+    and the numbers are the same in every process and on resume."""
+    from impala_rep.agent import bounds_normalization
+
+    if not config.agent.scale_observations or env_spec.observation_bounds is None:
         return None
-    return random_play_statistics(config.env.id, seed=config.run.seed)
+    return bounds_normalization(*env_spec.observation_bounds)
 
 
 def check_logdir(logdir: str | None) -> None:
@@ -115,7 +117,7 @@ def prepare(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
         if agent_factory is None:  # e.g. a network that does not fit the observation
             agent_factory = default_agent_factory(
                 config.agent, env_spec.observation_shape, env_spec.num_actions,
-                _observation_normalization(config, env_spec.observation_shape))
+                _observation_normalization(config, env_spec))
         if users_agent or loss is not None:
             check_user_code(agent_factory=agent_factory, loss_fn=loss, agent_is_users=users_agent,
                             agent_spec=config.agent.factory, loss_spec=config.loss.function,

@@ -20,8 +20,11 @@ from impala_rep.config import TrainConfig, config_fields
 
 __all__ = ["LOCKED_KEYS", "load_run_config", "resumed_config", "check_resumable"]
 
-# The env id, and every field of the agent group (a field added there is locked too).
-LOCKED_KEYS = ("env",) + tuple(field.key for field in config_fields() if field.group == "agent")
+# The env id, every field of the agent group (a field added there is locked too), and reward
+# scaling: its running moments are part of the checkpoint only when it is on, and the
+# values the agent learned are in its units.
+LOCKED_KEYS = (("env",) + tuple(field.key for field in config_fields() if field.group == "agent")
+               + ("normalize_rewards",))
 
 # The file CheckpointManager keeps in LOGDIR/checkpoints, naming the newest checkpoint.
 _CHECKPOINT_INDEX = pathlib.Path("checkpoints") / "checkpoint"
