@@ -1,13 +1,14 @@
 """End-to-end env frames/s while learning CartPole with 1, 2 and 4 actors.
 
-    .venv/bin/python benchmarks/throughput.py [--actors 1 2 4] [--frames 600000]
+    .venv/bin/python benchmarks/throughput.py [--actors 1 2 4] [--frames 600000] [--passes N]
 
 For each actor count, one training run; the steady-state rates are averaged
 over the reports after the first third of the run (start-up and tracing
 excluded). Beside them, in the same run of this script, the raw env-stepping
 rate: one process stepping the same vector env with random actions and no
 policy. Target: >= 50,000 env frames/s with 2 actors, learner frames/s equal
-to actor frames/s.
+to actor frames/s. `--passes` sets the learner updates per batch (default: the config's,
+8); `--passes 1` measures the IMPALA paper's one update per batch.
 """
 
 from __future__ import annotations
@@ -80,9 +81,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--frames", type=int, default=600_000)
+    parser.add_argument("--passes", type=int, default=None, help="learner updates per batch")
     parser.add_argument("--out", default="runs/benchmarks/throughput.json")
     args = parser.parse_args()
-    measure(name="throughput", settings={}, actor_counts=args.actors, frames=args.frames, out=args.out)
+    settings = {} if args.passes is None else {"passes": args.passes}
+    measure(name="throughput", settings=settings, actor_counts=args.actors, frames=args.frames,
+            out=args.out)
 
 
 if __name__ == "__main__":

@@ -123,6 +123,16 @@ def kl_loss(*, behaviour_logits: Any, logits: Any) -> tf.Tensor:
         return tf.reduce_sum(tf.exp(log_mu) * (log_mu - log_pi))
 
 
+def _values_and_targets(values: Any, targets: Any) -> tuple[tf.Tensor, tf.Tensor]:
+    """Both as tensors of the values' float dtype, checked to be ``[T, B]`` alike."""
+    values = float_tensor(values)
+    targets = cast_to(targets, values.dtype)
+    dims: dict = {}
+    assert_shape("values", values, ("T", "B"), dims=dims)
+    assert_shape("targets", targets, ("T", "B"), dims=dims)
+    return values, targets
+
+
 def explained_variance(*, values: Any, targets: Any) -> tf.Tensor:
     """``1 - Var(targets - values) / Var(targets)`` over all ``[T, B]`` entries.
 
@@ -130,11 +140,7 @@ def explained_variance(*, values: Any, targets: Any) -> tf.Tensor:
     worse. 0 when the targets do not vary (nothing to explain).
     """
     with tf.name_scope("explained_variance"):
-        values = float_tensor(values)
-        targets = cast_to(targets, values.dtype)
-        dims: dict = {}
-        assert_shape("values", values, ("T", "B"), dims=dims)
-        assert_shape("targets", targets, ("T", "B"), dims=dims)
+        values, targets = _values_and_targets(values, targets)
         target_var = tf.math.reduce_variance(targets)
         ratio = tf.math.divide_no_nan(tf.math.reduce_variance(targets - values), target_var)
         return tf.where(target_var > 0, 1.0 - ratio, tf.zeros_like(ratio))
@@ -151,11 +157,7 @@ def baseline_loss(*, values: Any, targets: Any) -> tf.Tensor:
       Scalar loss, in the dtype of ``values``.
     """
     with tf.name_scope("baseline_loss"):
-        values = float_tensor(values)
-        targets = cast_to(targets, values.dtype)
-        dims: dict = {}
-        assert_shape("values", values, ("T", "B"), dims=dims)
-        assert_shape("targets", targets, ("T", "B"), dims=dims)
+        values, targets = _values_and_targets(values, targets)
         return 0.5 * tf.reduce_sum(tf.square(tf.stop_gradient(targets) - values))
 
 
