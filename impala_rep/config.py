@@ -46,6 +46,12 @@ def _positive_ints(config: Any, *names: str) -> None:
         require(is_int(value) and value >= 1, _key(config, name), value, "must be a positive integer")
 
 
+def _bools(config: Any, *names: str) -> None:
+    for name in names:
+        value = getattr(config, name)
+        require(isinstance(value, bool), _key(config, name), value, "must be True or False")
+
+
 def _numbers(config: Any, names: tuple[str, ...], ok, allowed: str, *, optional: bool = False) -> None:
     for name in names:
         value = getattr(config, name)
@@ -82,8 +88,7 @@ class EnvConfig:
         sticky = self.sticky_actions
         require(sticky is None or is_sticky_probability(sticky), "sticky_actions",
                  sticky, f"must be {STICKY_ACTIONS_RANGE}, or None for the env's own")
-        require(isinstance(self.episodic_life, bool), "episodic_life", self.episodic_life,
-                 "must be True or False")
+        _bools(self, "episodic_life")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -109,9 +114,7 @@ class AgentConfig:
     def __post_init__(self):
         require(self.network in NETWORKS, "network", self.network,
                  f"must be one of {', '.join(NETWORKS)}")
-        require(isinstance(self.use_lstm, bool), "use_lstm", self.use_lstm, "must be True or False")
-        require(isinstance(self.scale_observations, bool), "scale_observations",
-                 self.scale_observations, "must be True or False")
+        _bools(self, "use_lstm", "scale_observations")
         require(not (self.use_lstm and self.network == "mlp"), "network", self.network,
                  "the MLP agent has no LSTM core; use --network shallow or deep with --use-lstm")
         require(isinstance(self.hidden_sizes, tuple) and len(self.hidden_sizes) >= 1
@@ -154,10 +157,11 @@ class LearnerConfig:
                            "fed by its round-robin share of the actors (docs/cluster.md)",
                         flag="--learner-hosts")
     batch_size: int = _field(32, "B, unrolls (env columns) per learner step")
-    # Sample reuse as PPO does it; V-trace's clipped weights correct for the policy moving
-    # between passes. 8: measured on 3 tasks (README, "Learning per frame").
+    # 8: measured on 3 tasks (README, "Learning per frame"); V-trace corrects the drift.
     passes: int = _field(8, "learner updates on each batch (sample reuse); the learning-rate "
                             "schedule counts every update")
+    loss_grad_norms: bool = _field(False, "also report each loss part's own gradient norm "
+                                          "(grad_norm_pg_loss, ...); one more backward pass each")
     queue_capacity: int = _field(1, "unroll blocks the learner queues before actors wait; bounds "
                                     "policy lag")
     checkpoint_every_s: float = _field(
@@ -166,6 +170,7 @@ class LearnerConfig:
 
     def __post_init__(self):
         _positive_ints(self, "hosts", "batch_size", "passes", "queue_capacity")
+        _bools(self, "loss_grad_norms")
         _numbers(self, ("checkpoint_every_s",), lambda v: v > 0, "must be a positive number")
         spec = parse_devices(self.devices)  # raises naming the spec and what is allowed
         if self.hosts > 1:
@@ -195,23 +200,19 @@ class LossConfig:
 
     discount: float = _field(0.99, "gamma")
     baseline_cost: float = _field(0.5, "weight of the baseline (value) loss")
-    # 0, as rl-baselines3-zoo's PPO on classic control (README, "Learning per frame").
     entropy_cost: float = _field(0.0, "weight of the entropy bonus")
     clip_rho_threshold: float | None = _field(1.0, "V-trace rho-bar (none: no clipping)")
     clip_pg_rho_threshold: float | None = _field(1.0, "V-trace policy-gradient rho clip "
                                                       "(none: no clipping)")
     lambda_: float = _field(1.0, "V-trace lambda (1: the paper's V-trace)", flag="--lambda")
-    # APPO's (RLlib) policy loss; its default there is 0.4, PPO's 0.2.
     surrogate_clip: float | None = _field(
         0.2, "none: IMPALA's policy gradient; a number epsilon: APPO's clipped surrogate "
               "min(rA, clip(r, 1-epsilon, 1+epsilon)A) on V-trace advantages, r = pi/mu")
     kl_cost: float = _field(0.0, "weight of KL(behaviour policy || learner policy) in the loss")
-    # As SB3's VecNormalize: unscaled, Acrobot's values of -100 drove the shared torso so hard
-    # that the policy went deterministic within 10k frames (README, "Learning per frame").
+    # Without it Acrobot's policy went deterministic in 10k frames (README, Learning per frame).
     normalize_rewards: bool = _field(
         True, "divide rewards by the running standard deviation of the discounted return, "
               "measured by the actors (before any clipping)")
-    # Off by default: reward scaling sets the scale; the Atari presets clip, as the paper.
     reward_clipping: str = _field("none", "clip rewards to [-1, 1] in the learner (abs_one) "
                                              "or not (none)", choices=REWARD_CLIPPING)
     function: str | None = _field(
@@ -224,8 +225,7 @@ class LossConfig:
         _numbers(self, ("baseline_cost", "entropy_cost", "kl_cost"), lambda v: v >= 0, "must be >= 0")
         _numbers(self, ("clip_rho_threshold", "clip_pg_rho_threshold", "surrogate_clip"), lambda v: v > 0,
                  "must be > 0", optional=True)
-        require(isinstance(self.normalize_rewards, bool), "normalize_rewards", self.normalize_rewards,
-                 "must be True or False")
+        _bools(self, "normalize_rewards")
         require(self.reward_clipping in REWARD_CLIPPING, "reward_clipping", self.reward_clipping,
                  "must be " + " or ".join(repr(c) for c in REWARD_CLIPPING))
         if self.function is not None:
@@ -270,7 +270,7 @@ class RunConfig:
     def __post_init__(self):
         _positive_ints(self, "total_frames")
         require(is_seed(self.seed), "seed", self.seed, f"must be {SEED_RANGE}")
-        require(isinstance(self.verbose, bool), "verbose", self.verbose, "must be True or False")
+        _bools(self, "verbose")
         _numbers(self, ("report_every_s",), lambda v: v > 0, "must be a positive number")
         require(self.launcher in LAUNCHERS, "launcher", self.launcher,
                  f"must be one of {', '.join(LAUNCHERS)}")

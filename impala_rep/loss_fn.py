@@ -30,6 +30,8 @@ It returns a `LossOutput(loss, sums, means)`:
   becomes the global batch's sum).
 - `means`: scalar metrics the learner AVERAGES over replicas (a mean over the
   shard becomes the global batch's mean; shards are equal-sized).
+- `terms` (optional): scalar parts of `loss`, gradients kept, whose own gradient
+  norms the learner reports as `grad_norm_<name>` when `loss_grad_norms` is on.
 
 A metric is reduced by the group it is in, never by its name; a name may be in
 only one group. A loss function travels to the learner process by pickling:
@@ -46,7 +48,7 @@ import tensorflow as tf
 
 from impala_rep.agent import Agent, AgentInputs, AgentOutput
 from impala_rep.config import LossConfig
-from impala_rep.losses import impala_loss
+from impala_rep.losses import impala_loss_terms
 from impala_rep.shapes import assert_shape
 from impala_rep.transitions import vtrace_inputs
 
@@ -67,11 +69,15 @@ class LossOutput(NamedTuple):
       loss: scalar, this replica's share of the global loss.
       sums: `{name: scalar}` metrics summed over replicas.
       means: `{name: scalar}` metrics averaged over replicas.
+      terms: `{name: scalar}` parts of `loss`, gradients kept, for per-part gradient norms.
     """
 
     loss: tf.Tensor
     sums: Mapping[str, tf.Tensor] = _NO_METRICS
     means: Mapping[str, tf.Tensor] = _NO_METRICS
+    # Optional: parts of `loss` (with their gradients) whose gradient norms the learner
+    # reports as `grad_norm_<name>` when asked to (`Learner(loss_grad_norms=True)`).
+    terms: Mapping[str, tf.Tensor] = _NO_METRICS
 
 
 class LossFn(Protocol):
@@ -91,14 +97,14 @@ def impala_loss_fn(*, agent: Agent, inputs: AgentInputs, outputs: AgentOutput,
     `outputs` cover T+1 observations: `[:-1]` are the targets' logits and
     values, `[-1]` the bootstrap value `[B']`. `agent` and `inputs` are unused.
     `sums` are `loss`, `pg_loss`, `baseline_loss`, `entropy_loss`; `means` the
-    rest of `impala_loss`'s metrics.
+    rest of `impala_loss`'s metrics; `terms` its weighted parts.
     """
     del agent, inputs  # part of the contract; the IMPALA loss needs only the outputs
     logits, baseline = outputs.policy_logits, outputs.baseline
     dims: dict = {}
     assert_shape("outputs.policy_logits", logits, ("T+1", "B", "A"), dims=dims)
     assert_shape("outputs.baseline", baseline, ("T+1", "B"), dims=dims)
-    return LossOutput(*impala_loss(
+    return LossOutput(*impala_loss_terms(
         target_logits=logits[:-1],
         behaviour_logits=behaviour_logits,
         actions=actions,
@@ -148,6 +154,9 @@ def check_loss_output(output: Any) -> None:
     if not isinstance(output, LossOutput):
         raise TypeError("loss_fn must return an impala_rep.LossOutput(loss, sums, means), "
                         f"got a {type(output).__name__}")
+    for name, term in output.terms.items():
+        if getattr(term, "shape", None) is not None and len(term.shape) != 0:
+            raise ValueError(f"loss_fn term {name!r} must be a scalar, got shape {term.shape}")
     names = [*output.sums, *output.means]
     bad = sorted({n for n in names if names.count(n) > 1 or n in LEARNER_METRICS})
     if bad:

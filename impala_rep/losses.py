@@ -30,6 +30,7 @@ __all__ = [
     "kl_loss",
     "explained_variance",
     "impala_loss",
+    "impala_loss_terms",
 ]
 
 
@@ -182,7 +183,13 @@ def entropy_loss(*, logits: Any) -> tf.Tensor:
         return tf.reduce_sum(policy * log_policy)
 
 
-def impala_loss(
+def impala_loss(**kwargs: Any) -> tuple[tf.Tensor, dict[str, tf.Tensor], dict[str, tf.Tensor]]:
+    """`(loss, sums, means)`: `impala_loss_terms` (same keyword arguments) without the terms."""
+    loss, sums, means, _ = impala_loss_terms(**kwargs)
+    return loss, sums, means
+
+
+def impala_loss_terms(
     *,
     target_logits: Any,
     behaviour_logits: Any,
@@ -198,7 +205,7 @@ def impala_loss(
     lambda_: float = 1.0,
     surrogate_clip: float | None = None,
     kl_cost: float = 0.0,
-) -> tuple[tf.Tensor, dict[str, tf.Tensor], dict[str, tf.Tensor]]:
+) -> tuple[tf.Tensor, dict[str, tf.Tensor], dict[str, tf.Tensor], dict[str, tf.Tensor]]:
     """Total IMPALA loss ``pg + baseline_cost * baseline + entropy_cost * entropy
     (+ kl_cost * kl)``.
 
@@ -229,8 +236,11 @@ def impala_loss(
       kl_cost: weight of :func:`kl_loss`, ``KL(mu || pi)`` (0: not in the loss).
 
     Returns:
-      ``(loss, sums, means)``, the fields of :class:`impala_rep.loss_fn.LossOutput`:
-      the scalar total loss and two dicts of gradient-stopped scalar metrics.
+      ``(loss, sums, means, terms)``, the fields of :class:`impala_rep.loss_fn.LossOutput`:
+      the scalar total loss, two dicts of gradient-stopped scalar metrics, and the
+      weighted parts whose sum is the loss, with their gradients: ``pg_loss``,
+      ``baseline_loss`` (times ``baseline_cost``), ``entropy_loss`` (times
+      ``entropy_cost``) and, with ``kl_cost``, ``kl_loss`` (times ``kl_cost``).
       ``sums`` are sums over ``[T, B]``, so summing them over equal shards of a
       batch gives the whole batch's: ``loss``, ``pg_loss``, ``baseline_loss``,
       ``entropy_loss``. ``means`` are means over ``[T, B]``, so their mean over
@@ -277,13 +287,13 @@ def impala_loss(
         baseline = baseline_loss(values=values, targets=vt.vs)
         entropy = entropy_loss(logits=target_logits)
         kl = kl_loss(behaviour_logits=behaviour_logits, logits=target_logits)
-        total = (
-            pg
-            + cast_to(baseline_cost, dtype) * baseline
-            + cast_to(entropy_cost, dtype) * entropy
-        )
+        # The weighted parts of the loss, with their gradients (the learner can report
+        # each one's gradient norm: which part drives the update).
+        terms = {"pg_loss": pg, "baseline_loss": cast_to(baseline_cost, dtype) * baseline,
+                 "entropy_loss": cast_to(entropy_cost, dtype) * entropy}
         if kl_cost:
-            total += cast_to(kl_cost, dtype) * kl
+            terms["kl_loss"] = cast_to(kl_cost, dtype) * kl
+        total = tf.add_n(list(terms.values()))
 
         num_steps = tf.cast(tf.size(vt.log_rhos), dtype)
         rhos = tf.exp(vt.log_rhos)
@@ -309,4 +319,4 @@ def impala_loss(
                 tf.abs(rhos - 1.0) > cast_to(surrogate_clip, dtype), dtype))
         # Metrics are for reporting only; never a path for gradients.
         sums, means = ({k: tf.stop_gradient(v) for k, v in d.items()} for d in (sums, means))
-        return total, sums, means
+        return total, sums, means, terms

@@ -67,7 +67,8 @@ def build_learner_service(*, config: TrainConfig, observation_shape: Sequence[in
     learner = Learner(agent=agent_factory(), replicator=replicator,
                       observation_shape=tuple(observation_shape),
                       total_steps=config.total_learner_steps(frame_skip),
-                      loss=config.loss, optimizer=config.optimizer, loss_fn=loss_fn)
+                      loss=config.loss, optimizer=config.optimizer, loss_fn=loss_fn,
+                      loss_grad_norms=config.learner.loss_grad_norms)
     chief = host == 0
     checkpoint = None
     if config.run.logdir is not None:

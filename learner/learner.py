@@ -74,6 +74,10 @@ class Learner:
       loss_fn: the per-replica loss, called with keywords as `impala_rep.loss_fn`
         documents; returns a `LossOutput`. Default: `impala_loss_fn`, the IMPALA
         V-trace loss with `loss`' settings.
+      loss_grad_norms: also report, for each of the loss's `terms` (the default
+        loss's: `pg_loss`, `baseline_loss`, `entropy_loss`, weighted), the global
+        norm of its gradient alone as `grad_norm_<term>`: which part drives the
+        update. Costs one more backward pass and all-reduce per term.
 
     Batch layout on the devices: `Replicator.run` splits every input along ONE
     axis, so the time-major fields go with `batch_axis=1`, `initial_state`
@@ -93,6 +97,7 @@ class Learner:
         optimizer: OptimizerConfig = OptimizerConfig(),
         make_optimizer: Callable[[], tf.keras.optimizers.Optimizer] | None = None,
         loss_fn: LossFn | None = None,
+        loss_grad_norms: bool = False,
     ):
         if isinstance(total_steps, bool) or not isinstance(total_steps, numbers.Integral) or total_steps < 1:
             raise ValueError(f"total_steps must be an integer >= 1, got {total_steps!r}")
@@ -104,6 +109,7 @@ class Learner:
         self._loss_config = loss
         self._max_grad_norm = optimizer.max_grad_norm
         self._loss_fn = impala_loss_fn if loss_fn is None else loss_fn
+        self._loss_grad_norms = bool(loss_grad_norms)
         if make_optimizer is None:
             make_optimizer = functools.partial(paper_rmsprop, optimizer, decay_steps=int(total_steps))
         with replicator.scope():
@@ -166,7 +172,7 @@ class Learner:
         state = tf.nest.map_structure(lambda x: tf.squeeze(x, axis=0), batch["initial_state"])
         variables = list(self._agent.trainable_variables)
         replicas = num_replicas()
-        with tf.GradientTape() as tape:
+        with tf.GradientTape(persistent=self._loss_grad_norms) as tape:
             # The loss hook's contract (keywords, shapes, result) is impala_rep.loss_fn's.
             output = apply_loss(self._loss_fn, agent=self._agent, batch=batch,
                                 initial_state=state, config=self._loss_config)
@@ -176,7 +182,18 @@ class Learner:
             # makes that mean the gradient of the sum over the global batch, so the
             # update does not depend on how many devices share the batch.
             scaled_loss = loss * tf.cast(replicas, loss.dtype)
+            # Scaled as the loss is (and on the tape), so the parts' norms add up like the update's.
+            scaled_terms = ({name: term * tf.cast(replicas, term.dtype)
+                             for name, term in output.terms.items()}
+                            if self._loss_grad_norms else {})
         grads = tape.gradient(scaled_loss, variables)
+        term_norms = {}
+        if self._loss_grad_norms:
+            for name, term in scaled_terms.items():
+                part = [tf.zeros(v.shape, v.dtype) if g is None else g
+                        for g, v in zip(tape.gradient(term, variables), variables)]
+                term_norms[f"grad_norm_{name}"] = tf.linalg.global_norm(all_reduce_gradients(part))
+        del tape
 
         # Global-norm clipping must see the GLOBAL gradient, which exists only
         # after the all-reduce: reduce once here, clip, and apply the reduced
@@ -209,6 +226,7 @@ class Learner:
             "grad_norm": tf.cast(grad_norm, tf.float32),
             "learning_rate": learning_rate,
             "finite": tf.cast(finite, tf.float32),
+            **{k: tf.cast(v, tf.float32) for k, v in term_norms.items()},
         }
 
     @staticmethod

@@ -88,6 +88,7 @@ def run_case(replicator, optimizer):
         total_steps=10,
         optimizer=settings,
         make_optimizer=make_optimizer,
+        loss_grad_norms=True,  # each part's gradient norm, compared across replica counts too
     )
     rng = np.random.default_rng(1)
     initial = [rng.normal(scale=0.5, size=w.shape).astype(np.float32)

@@ -277,7 +277,41 @@ def test_two_replicas_equal_one(replicator, two_replicas, optimizer):
     for m2, m1 in zip(two_replicas["metrics"], single["metrics"]):
         if optimizer == "rmsprop":
             assert m1["grad_norm"] > 1.0
-        # Explained variance is a ratio of variances: the mean of two shards' is not the
+        assert m1["grad_norm_pg_loss"] > 0  # the worker asks for each part's norm        # Explained variance is a ratio of variances: the mean of two shards' is not the
         # batch's, and the learner reports the mean (impala_loss documents it).
         for key in set(m1) - {"value_explained_variance"}:
             assert m2[key] == pytest.approx(m1[key], rel=1e-4, abs=1e-5), key
+
+
+def test_loss_grad_norms_are_the_norms_of_each_parts_own_gradient(replicator):
+    """With loss_grad_norms, `grad_norm_<part>` is the global norm of the gradient of that
+    weighted part alone; the loss is linear in its costs, so a part's gradient is the
+    difference of two manual gradients whose configs differ in that part's cost only."""
+    config = LossConfig(entropy_cost=0.05, kl_cost=0.3)
+    learner = Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(16, 16)), replicator=replicator,
+                      observation_shape=(OBS,), total_steps=100, loss=config,
+                      make_optimizer=lambda: tf.keras.optimizers.SGD(0.01), loss_grad_norms=True)
+    batch = make_batch(seed=3)
+    before = learner.get_weights()[1]
+    metrics = learner.step(batch)
+
+    def gradient(**costs):
+        return manual_gradient(before, batch, LossConfig(**{**vars_of(config), **costs}))[0]
+
+    zero = dict(baseline_cost=0.0, entropy_cost=0.0, kl_cost=0.0)
+    pg_only = gradient(**zero)
+    parts = {"pg_loss": pg_only,
+             "baseline_loss": [a - b for a, b in zip(gradient(**{**zero, "baseline_cost": 0.5}), pg_only)],
+             "entropy_loss": [a - b for a, b in zip(gradient(**{**zero, "entropy_cost": 0.05}), pg_only)],
+             "kl_loss": [a - b for a, b in zip(gradient(**{**zero, "kl_cost": 0.3}), pg_only)]}
+    for name, grads in parts.items():
+        assert metrics[f"grad_norm_{name}"] == pytest.approx(global_norm(grads), rel=1e-4, abs=1e-6), name
+    assert metrics["grad_norm_entropy_loss"] > 0 and metrics["grad_norm_kl_loss"] > 0
+    # Without the option, no such metric (and no extra backward passes).
+    assert not any(k.startswith("grad_norm_") for k in make_learner(replicator).step(batch))
+
+
+def vars_of(config):
+    import dataclasses
+
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
