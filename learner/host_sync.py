@@ -56,7 +56,6 @@ class HostSync:
         high, low = np.rint(gathered.reshape(-1, 2)).astype(np.int64).sum(axis=0)
         return int(high) * (1 << 12) + int(low)
 
-
     def gather(self, values) -> np.ndarray:
         """Every host's `values` (a float vector of one length on all hosts), `[hosts, k]` in
         host order (a collective, like `agree`)."""

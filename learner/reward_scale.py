@@ -20,7 +20,7 @@ import math
 from typing import Iterable
 
 import numpy as np
-from gymnasium.wrappers.utils import RunningMeanStd
+from gymnasium.wrappers.utils import RunningMeanStd, update_mean_var_count_from_moments
 
 from impala_rep.unroll import EpisodeStats, Unroll
 
@@ -37,9 +37,7 @@ class RewardScale:
 
     def update(self, stats: Iterable[EpisodeStats | None]) -> None:
         """Merges every `stats.return_moments` given (None, or stats without moments, add nothing)."""
-        for s in stats:
-            if s is not None and s.return_moments is not None:
-                self.update_moments(s.return_moments)
+        self.update_moments(self.combine(stats))
 
     def update_moments(self, moments) -> None:
         """Merges one `(count, mean, variance)`; a count of 0 adds nothing."""
@@ -51,15 +49,13 @@ class RewardScale:
     def combine(stats: Iterable[EpisodeStats | None]) -> tuple[float, float, float]:
         """The `(count, mean, variance)` of all `stats`' moments together; (0, 0, 0) for none
         (what a host of a multi-host learner sends the others for its batch)."""
-        parts = [s.return_moments for s in stats
-                 if s is not None and s.return_moments is not None and s.return_moments[0] > 0]
-        if not parts:
-            return (0.0, 0.0, 0.0)
-        counts, means, variances = np.asarray(parts, np.float64).T
-        count = counts.sum()
-        mean = (counts * means).sum() / count
-        # The pooled variance: each part's own plus its mean's distance from the whole's.
-        variance = (counts * (variances + (means - mean) ** 2)).sum() / count
+        mean, variance, count = 0.0, 0.0, 0.0
+        for s in stats:
+            if s is not None and s.return_moments is not None and s.return_moments[0] > 0:
+                part_count, part_mean, part_variance = s.return_moments
+                # The same parallel merge RunningMeanStd makes, from nothing.
+                mean, variance, count = update_mean_var_count_from_moments(
+                    mean, variance, count, part_mean, part_variance, part_count)
         return (float(count), float(mean), float(variance))
 
     @property

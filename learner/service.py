@@ -300,13 +300,11 @@ class LearnerService:
                     break
                 batch, stats = taken
                 if self._reward_scale is not None:
-                    if self._sync is None:
-                        self._reward_scale.update(stats)
-                    else:
-                        # Every host merges every host's moments in host order, so all hosts
-                        # divide their shares of the update by the same scale.
-                        for moments in self._sync.gather(RewardScale.combine(stats)):
-                            self._reward_scale.update_moments(moments)
+                    moments = RewardScale.combine(stats)
+                    # A group's hosts merge every host's moments in host order, so all of them
+                    # divide their shares of the update by the same scale.
+                    for part in ([moments] if self._sync is None else self._sync.gather(moments)):
+                        self._reward_scale.update_moments(part)
                     batch = self._reward_scale.apply(batch)
                 with self._lock:
                     self._step_started = time.monotonic()
