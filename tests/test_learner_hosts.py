@@ -126,7 +126,7 @@ def test_two_hosts_stay_identical_and_equal_one_learner_on_the_whole_batch(local
     config = TrainConfig.from_keys(dict(num_actors=2, learner_hosts=2, unroll_length=T, batch_size=B,
                                         total_frames=STEPS * T * B, queue_capacity=2,
                                         learning_rate=0.05, hidden_sizes=(8,),
-                                        reward_clipping="none"))
+                                        reward_clipping="none", passes=2))
     assert config.loss.normalize_rewards
     factory = functools.partial(mlp_agent, A, (8,))
     group = create_learner_group(config, (OBS,), factory)
@@ -173,8 +173,11 @@ def test_two_hosts_stay_identical_and_equal_one_learner_on_the_whole_batch(local
         assert scale.scale > 2.0  # far from 1: an unscaled or per-host update would differ
         for _ in range(passes):
             learner.step(scale.apply(batch))
+    # Two half-batch gradients all-reduced are not the whole batch's gradient bit for bit:
+    # float32 sums in another order, compounded over every update (CI saw 3e-5 relative
+    # with 8 passes). A missing or per-host reward scale moves weights by far more.
     for got, want in zip(weights[0][1], learner.get_weights()[1]):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 def records_of(logdir):
