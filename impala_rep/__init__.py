@@ -45,6 +45,7 @@ _EXPORTS = {
     # the learner and its loss hook
     "Learner": "impala_rep.learner.learner",
     "paper_rmsprop": "impala_rep.learner.optimizers",
+    "make_optimizer": "impala_rep.learner.optimizers",
     "LossFn": "impala_rep.loss_fn",
     "LossOutput": "impala_rep.loss_fn",
     "vtrace_inputs": "impala_rep.transitions",

@@ -9,7 +9,7 @@ group it needs, as it is (the `Learner` takes `LossConfig` and
 A field's metadata holds its help text and, where it is not `--` + its name,
 its flag. Presets, `--resume` changes and error messages name a field by its
 *key*: the flag without dashes (`--learner-devices` -> `learner_devices`).
-A leaf module: it imports only `impala_rep.devices`, `.code_spec` and `.value_checks`, so the command line
+A leaf module: it imports only `impala_rep.devices`, `.code_spec`, `.config_checks` and `.value_checks`, so the command line
 checks every value without importing TensorFlow, gymnasium or Ray.
 """
 
@@ -20,54 +20,22 @@ from typing import Any, Iterator, Mapping
 
 from impala_rep.code_spec import parse_code_spec
 from impala_rep.devices import parse_devices
-from impala_rep.value_checks import (SEED_RANGE, STICKY_ACTIONS_RANGE, is_int, is_number, is_seed,
+from impala_rep.config_checks import bools as _bools
+from impala_rep.config_checks import field as _field
+from impala_rep.config_checks import key_of as _key_of
+from impala_rep.config_checks import numbers as _numbers
+from impala_rep.config_checks import positive_ints as _positive_ints
+from impala_rep.value_checks import (SEED_RANGE, STICKY_ACTIONS_RANGE, is_int, is_seed,
                                      is_sticky_probability, require)
 
 __all__ = ["TrainConfig", "EnvConfig", "AgentConfig", "ActorConfig", "LearnerConfig", "LossConfig",
-           "OptimizerConfig", "RunConfig", "NETWORKS", "REWARD_CLIPPING", "LAUNCHERS", "ConfigField",
-           "config_fields"]
+           "OptimizerConfig", "RunConfig", "NETWORKS", "REWARD_CLIPPING", "LAUNCHERS", "OPTIMIZERS",
+           "ConfigField", "config_fields"]
 
 NETWORKS = ("auto", "mlp", "shallow", "deep", "minatar")
 REWARD_CLIPPING = ("abs_one", "none")
 LAUNCHERS = ("ray", "local")
-
-
-def _field(default: Any, help: str, *, flag: str | None = None, choices: tuple | None = None,
-           metavar: str | None = None) -> Any:
-    """A config field with what its flag needs: help text, and a flag name when it is not
-    `--` + the field's name."""
-    return dataclasses.field(default=default, metadata={
-        "help": help, "flag": flag, "choices": choices, "metavar": metavar})
-
-
-def _positive_ints(config: Any, *names: str) -> None:
-    for name in names:
-        value = getattr(config, name)
-        require(is_int(value) and value >= 1, _key(config, name), value, "must be a positive integer")
-
-
-def _bools(config: Any, *names: str) -> None:
-    for name in names:
-        value = getattr(config, name)
-        require(isinstance(value, bool), _key(config, name), value, "must be True or False")
-
-
-def _numbers(config: Any, names: tuple[str, ...], ok, allowed: str, *, optional: bool = False) -> None:
-    for name in names:
-        value = getattr(config, name)
-        if value is None and optional:
-            continue
-        require(is_number(value) and ok(value), _key(config, name), value,
-                 allowed + (", or None" if optional else ""))
-
-
-def _key_of(field: dataclasses.Field) -> str:
-    """The field's key: its flag without the dashes."""
-    return (field.metadata.get("flag") or "--" + field.name)[2:].replace("-", "_")
-
-
-def _key(config: Any, name: str) -> str:
-    return _key_of(type(config).__dataclass_fields__[name])
+OPTIMIZERS = ("rmsprop", "adam")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -234,17 +202,23 @@ class LossConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class OptimizerConfig:
-    """The paper's RMSProp, its learning-rate schedule and gradient clipping."""
+    """The optimizer (the paper's RMSProp, or Adam), its learning-rate schedule, gradient clipping."""
 
+    optimizer: str = _field("rmsprop", "rmsprop: the IMPALA paper's; adam: Adam (beta1 0.9, beta2 "
+                                       "0.999), as APPO and PPO use", choices=OPTIMIZERS)
     # CartPole's; the paper's Atari value is 6e-4 (--preset atari-paper).
-    learning_rate: float = _field(5e-3, "RMSProp learning rate, decayed linearly to 0 over the run")
+    learning_rate: float = _field(5e-3, "learning rate, decayed linearly to 0 over the run")
     rmsprop_decay: float = _field(0.99, "RMSProp rho")
     rmsprop_epsilon: float = _field(0.01, "RMSProp epsilon (inside the square root, as in TF1)")
     rmsprop_momentum: float = _field(0.0, "RMSProp momentum")
+    adam_epsilon: float = _field(1e-5, "Adam epsilon (added to the root, as PPO's 1e-5)")
     max_grad_norm: float | None = _field(40.0, "global gradient-norm clip (none: no clipping)")
 
     def __post_init__(self):
-        _numbers(self, ("learning_rate", "rmsprop_epsilon"), lambda v: v > 0, "must be a positive number")
+        require(self.optimizer in OPTIMIZERS, "optimizer", self.optimizer,
+                 f"must be one of {', '.join(OPTIMIZERS)}")
+        _numbers(self, ("learning_rate", "rmsprop_epsilon", "adam_epsilon"), lambda v: v > 0,
+                 "must be a positive number")
         _numbers(self, ("max_grad_norm",), lambda v: v > 0, "must be a positive number", optional=True)
         _numbers(self, ("rmsprop_decay", "rmsprop_momentum"), lambda v: 0 <= v < 1, "must be in [0, 1)")
 
@@ -301,8 +275,6 @@ def config_fields() -> Iterator[ConfigField]:
     for group, cls in _GROUPS.items():
         for field in dataclasses.fields(cls):
             yield ConfigField(key=_key_of(field), group=group, name=field.name, field=field)
-
-
 
 
 def _by_key() -> dict[str, ConfigField]:

@@ -32,7 +32,7 @@ from impala_rep.agent import Agent
 from impala_rep.config import LossConfig, OptimizerConfig
 from impala_rep.learner.checkpointing import restore_newest_readable
 from impala_rep.learner.gradients import clip_by_global_norm, zero_unless
-from impala_rep.learner.optimizers import paper_rmsprop
+from impala_rep.learner.optimizers import make_optimizer as optimizer_from_config
 from impala_rep.learner.replicator import (
     ReplicatedOptimizer,
     Replicator,
@@ -69,8 +69,8 @@ class Learner:
         the global gradient; the rest are the default optimizer's.
       make_optimizer: a zero-argument callable returning a new Keras optimizer
         (e.g. plain SGD in tests), used as it is (no decay, no `optimizer`
-        settings but `max_grad_norm`). Default: `paper_rmsprop(optimizer,
-        decay_steps=total_steps)`.
+        settings but `max_grad_norm`). Default: `make_optimizer(optimizer,
+        decay_steps=total_steps)`, the paper's RMSProp or Adam as `optimizer` names.
       loss_fn: the per-replica loss, called with keywords as `impala_rep.loss_fn`
         documents; returns a `LossOutput`. Default: `impala_loss_fn`, the IMPALA
         V-trace loss with `loss`' settings.
@@ -111,7 +111,8 @@ class Learner:
         self._loss_fn = impala_loss_fn if loss_fn is None else loss_fn
         self._loss_grad_norms = bool(loss_grad_norms)
         if make_optimizer is None:
-            make_optimizer = functools.partial(paper_rmsprop, optimizer, decay_steps=int(total_steps))
+            make_optimizer = functools.partial(optimizer_from_config, optimizer,
+                                               decay_steps=int(total_steps))
         with replicator.scope():
             agent.build(tuple(observation_shape))
             # Made here, inside the scope: Keras creates the optimizer's step counter

@@ -2,7 +2,8 @@
 
 The Learner calls its factory with no arguments inside `replicator.scope()`,
 so bind the settings first, e.g.
-`functools.partial(paper_rmsprop, config, decay_steps=total_steps)`.
+`functools.partial(make_optimizer, config, decay_steps=total_steps)`, which
+builds the one `config.optimizer` names.
 """
 
 from __future__ import annotations
@@ -13,7 +14,12 @@ import tensorflow as tf
 
 from impala_rep.config import OptimizerConfig
 
-__all__ = ["paper_rmsprop"]
+__all__ = ["make_optimizer", "paper_rmsprop", "adam"]
+
+
+def make_optimizer(config: OptimizerConfig, *, decay_steps: int) -> tf.keras.optimizers.Optimizer:
+    """The optimizer `config.optimizer` names: `paper_rmsprop` or `adam`."""
+    return {"rmsprop": paper_rmsprop, "adam": adam}[config.optimizer](config, decay_steps=decay_steps)
 
 
 def paper_rmsprop(config: OptimizerConfig, *, decay_steps: int) -> tf.keras.optimizers.Optimizer:
@@ -25,21 +31,37 @@ def paper_rmsprop(config: OptimizerConfig, *, decay_steps: int) -> tf.keras.opti
     Raises:
       ValueError: `decay_steps` is not an integer >= 1.
     """
+    return tf.keras.optimizers.RMSprop(
+        learning_rate=_linear_decay(config.learning_rate, decay_steps),
+        rho=config.rmsprop_decay,
+        momentum=config.rmsprop_momentum,
+        epsilon=config.rmsprop_epsilon,
+    )
+
+
+def adam(config: OptimizerConfig, *, decay_steps: int) -> tf.keras.optimizers.Optimizer:
+    """Adam (beta1 0.9, beta2 0.999, `config.adam_epsilon`), as APPO and PPO train with,
+    on the same linearly decaying learning rate as `paper_rmsprop`.
+
+    Raises:
+      ValueError: `decay_steps` is not an integer >= 1.
+    """
+    return tf.keras.optimizers.Adam(
+        learning_rate=_linear_decay(config.learning_rate, decay_steps),
+        beta_1=0.9, beta_2=0.999, epsilon=config.adam_epsilon,
+    )
+
+
+def _linear_decay(learning_rate: float, decay_steps: int):
     if isinstance(decay_steps, bool) or not isinstance(decay_steps, numbers.Integral) or decay_steps < 1:
         raise ValueError(f"decay_steps must be an integer >= 1, got {decay_steps!r}")
     # Linear decay to 0 over decay_steps, evaluated by Keras at the optimizer's own
     # step counter, so a restored checkpoint (which holds that counter) continues
     # the schedule where it stopped. Past decay_steps PolynomialDecay stays at
     # end_learning_rate = 0.
-    schedule = tf.keras.optimizers.schedules.PolynomialDecay(
-        initial_learning_rate=config.learning_rate,
+    return tf.keras.optimizers.schedules.PolynomialDecay(
+        initial_learning_rate=learning_rate,
         decay_steps=int(decay_steps),
         end_learning_rate=0.0,
         power=1.0,
-    )
-    return tf.keras.optimizers.RMSprop(
-        learning_rate=schedule,
-        rho=config.rmsprop_decay,
-        momentum=config.rmsprop_momentum,
-        epsilon=config.rmsprop_epsilon,
     )

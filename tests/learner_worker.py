@@ -67,7 +67,7 @@ def run_case(replicator, optimizer):
 
     optimizer "rmsprop": the default RMSProp with a large learning rate and a
     max_grad_norm below the gradient's norm, so the weights move visibly and
-    clipping acts on every step. "sgd": plain SGD without clipping, whose update
+    clipping acts on every step; "adam": Adam, the same way. "sgd": plain SGD without clipping, whose update
     is proportional to the gradient, so its scale shows in the weights.
     """
     import tensorflow as tf
@@ -75,8 +75,8 @@ def run_case(replicator, optimizer):
     from impala_rep.config import OptimizerConfig
     from impala_rep.learner.learner import Learner
 
-    if optimizer == "rmsprop":
-        settings = OptimizerConfig(learning_rate=0.05, max_grad_norm=1.0)
+    if optimizer in ("rmsprop", "adam"):
+        settings = OptimizerConfig(optimizer=optimizer, learning_rate=0.05, max_grad_norm=1.0)
         make_optimizer = None
     else:
         settings = OptimizerConfig(max_grad_norm=None)
@@ -113,7 +113,7 @@ def run_case(replicator, optimizer):
 
 def main(n):
     replicator = Replicator(f"cpu:{n}")
-    result = {name: run_case(replicator, name) for name in ("rmsprop", "sgd")}
+    result = {name: run_case(replicator, name) for name in ("rmsprop", "adam", "sgd")}
     print("RESULT " + json.dumps(result))
 
 

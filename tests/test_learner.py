@@ -140,6 +140,34 @@ def test_learning_rate_decays_linearly_to_zero_and_compiles_once(replicator):
         np.testing.assert_array_equal(w0, w1)
 
 
+def test_adam_steps_equal_manual_adam_updates(replicator):
+    """`optimizer="adam"`: each step is Adam's update (Kingma & Ba, with epsilon added to the
+    root of the uncorrected second moment, as Keras does) at the decaying learning rate,
+    its moments carried from step to step."""
+    lr, eps, total, b1, b2 = 0.01, 1e-5, 10, 0.9, 0.999
+    learner = make_learner(replicator, optimizer="adam", learning_rate=lr, adam_epsilon=eps,
+                           total_steps=total, max_grad_norm=None)
+    assert isinstance(learner.optimizer.optimizer, tf.keras.optimizers.Adam)
+    _, weights = learner.get_weights()
+    m = [np.zeros_like(w, np.float64) for w in weights]
+    v = [np.zeros_like(w, np.float64) for w in weights]
+    for t in range(1, 4):
+        batch = make_batch(t)
+        grads, _ = manual_gradient(weights, batch, LossConfig())
+        rate = lr * (1 - (t - 1) / total)
+        m = [b1 * mi + (1 - b1) * g for mi, g in zip(m, grads)]
+        v = [b2 * vi + (1 - b2) * np.square(g, dtype=np.float64) for vi, g in zip(v, grads)]
+        alpha = rate * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+        weights = [(w - alpha * mi / (np.sqrt(vi) + eps)).astype(np.float32)
+                   for w, mi, vi in zip(weights, m, v)]
+
+        metrics = learner.step(batch)
+
+        assert metrics["learning_rate"] == pytest.approx(rate)
+        for got, want in zip(learner.get_weights()[1], weights):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
 def test_policy_lag_and_run(replicator):
     learner = make_learner(replicator)
     batches = [make_batch(seed) for seed in range(3)]
@@ -215,6 +243,8 @@ def test_make_optimizer_is_called_inside_the_scope(replicator):
     (OptimizerConfig, "rmsprop_epsilon", "rmsprop_epsilon", 0.0, "must be a positive number"),
     (OptimizerConfig, "rmsprop_momentum", "rmsprop_momentum", -0.5, r"must be in \[0, 1\)"),
     (OptimizerConfig, "max_grad_norm", "max_grad_norm", 0.0, "must be a positive number, or None"),
+    (OptimizerConfig, "optimizer", "optimizer", "sgd", "must be one of rmsprop, adam"),
+    (OptimizerConfig, "adam_epsilon", "adam_epsilon", -1e-8, "must be a positive number"),
     (LossConfig, "reward_clipping", "reward_clipping", "clip", "must be 'abs_one' or 'none'"),
 ])
 def test_loss_and_optimizer_configs_reject_bad_values(config, field, key, value, allowed):
@@ -255,7 +285,7 @@ def two_replicas():
     return json.loads(lines[-1][len("RESULT "):])
 
 
-@pytest.mark.parametrize("optimizer", ["rmsprop", "sgd"])
+@pytest.mark.parametrize("optimizer", ["rmsprop", "adam", "sgd"])
 def test_two_replicas_equal_one(replicator, two_replicas, optimizer):
     single = learner_worker.run_case(replicator, optimizer)
     two_replicas = two_replicas[optimizer]
@@ -275,9 +305,10 @@ def test_two_replicas_equal_one(replicator, two_replicas, optimizer):
         np.testing.assert_allclose(w2, w1, rtol=1e-5, atol=1e-5)
     # Metrics describe the whole batch whatever the replica count; clipping acted.
     for m2, m1 in zip(two_replicas["metrics"], single["metrics"]):
-        if optimizer == "rmsprop":
+        if optimizer != "sgd":
             assert m1["grad_norm"] > 1.0
-        assert m1["grad_norm_pg_loss"] > 0  # the worker asks for each part's norm        # Explained variance is a ratio of variances: the mean of two shards' is not the
+        assert m1["grad_norm_pg_loss"] > 0  # the worker asks for each part's norm
+        # Explained variance is a ratio of variances: the mean of two shards' is not the
         # batch's, and the learner reports the mean (impala_loss documents it).
         for key in set(m1) - {"value_explained_variance"}:
             assert m2[key] == pytest.approx(m1[key], rel=1e-4, abs=1e-5), key

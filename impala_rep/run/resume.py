@@ -3,7 +3,8 @@
 A resumed run keeps the saved config and applies only the settings given
 again, as {key: value} (the keys of `impala_rep.config`); some settings cannot
 change under a checkpoint (`LOCKED_KEYS`: the environment and the whole
-`agent` group decide which variables exist and what they mean). Everything
+`agent` group decide which variables exist and what they mean, the optimizer
+which slot variables the checkpoint holds). Everything
 else may: actor count, learner devices and hosts (the checkpoint restores onto
 any replica count), total frames (the learning-rate schedule then decays over
 the new total from the restored step), costs. TensorFlow-free, so the CLI
@@ -22,9 +23,9 @@ __all__ = ["LOCKED_KEYS", "load_run_config", "resumed_config", "check_resumable"
 
 # The env id, every field of the agent group (a field added there is locked too), and reward
 # scaling: its running moments are part of the checkpoint only when it is on, and the
-# values the agent learned are in its units.
+# values the agent learned are in its units; the optimizer, whose slots the checkpoint holds.
 LOCKED_KEYS = (("env",) + tuple(field.key for field in config_fields() if field.group == "agent")
-               + ("normalize_rewards",))
+               + ("normalize_rewards", "optimizer"))
 
 # The file CheckpointManager keeps in LOGDIR/checkpoints, naming the newest checkpoint.
 _CHECKPOINT_INDEX = pathlib.Path("checkpoints") / "checkpoint"

@@ -1,0 +1,53 @@
+"""How a config group declares a field and checks its values (TensorFlow-free).
+
+`impala_rep.config` builds every group's fields with `field` and validates them
+in `__post_init__` with the checks here; an error names the field by its *key*
+(the flag without dashes), as flags, presets and `--resume` do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from impala_rep.value_checks import is_int, is_number, require
+
+__all__ = ["field", "key_of", "positive_ints", "bools", "numbers"]
+
+
+def field(default: Any, help: str, *, flag: str | None = None, choices: tuple | None = None,
+           metavar: str | None = None) -> Any:
+    """A config field with what its flag needs: help text, and a flag name when it is not
+    `--` + the field's name."""
+    return dataclasses.field(default=default, metadata={
+        "help": help, "flag": flag, "choices": choices, "metavar": metavar})
+
+
+def positive_ints(config: Any, *names: str) -> None:
+    for name in names:
+        value = getattr(config, name)
+        require(is_int(value) and value >= 1, _key(config, name), value, "must be a positive integer")
+
+
+def bools(config: Any, *names: str) -> None:
+    for name in names:
+        value = getattr(config, name)
+        require(isinstance(value, bool), _key(config, name), value, "must be True or False")
+
+
+def numbers(config: Any, names: tuple[str, ...], ok, allowed: str, *, optional: bool = False) -> None:
+    for name in names:
+        value = getattr(config, name)
+        if value is None and optional:
+            continue
+        require(is_number(value) and ok(value), _key(config, name), value,
+                 allowed + (", or None" if optional else ""))
+
+
+def key_of(field: dataclasses.Field) -> str:
+    """The field's key: its flag without the dashes."""
+    return (field.metadata.get("flag") or "--" + field.name)[2:].replace("-", "_")
+
+
+def _key(config: Any, name: str) -> str:
+    return key_of(type(config).__dataclass_fields__[name])
