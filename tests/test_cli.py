@@ -154,6 +154,8 @@ def _fake_run(path, **changes):
         ("run", ["--use-lstm"], "cannot resume with use_lstm True"),
         ("run", ["--hidden-sizes", "32"], "cannot resume with hidden_sizes (32,): the checkpoint was "
                                           "trained with hidden_sizes (64, 64)"),
+        ("run", ["--optimizer", "adam"], "cannot resume with optimizer 'adam': the checkpoint was "
+                                         "trained with optimizer 'rmsprop'"),
         ("run", ["--preset", "atari"], "--preset cannot be combined with --resume"),
         ("run", ["--logdir", "{tmp}/other"], "differs from --resume"),
         ("run", ["--num-actors", "0"], "expected a positive integer, got 0"),
@@ -444,10 +446,10 @@ def test_locked_keys_are_the_env_and_the_whole_agent_group():
     from impala_rep.config import config_fields
     from impala_rep.run.resume import LOCKED_KEYS
 
-    assert set(LOCKED_KEYS) == {"env", "normalize_rewards"} | {f.key for f in config_fields()
-                                                              if f.group == "agent"}
+    assert set(LOCKED_KEYS) == {"env", "normalize_rewards", "optimizer"} | {
+        f.key for f in config_fields() if f.group == "agent"}
     assert set(LOCKED_KEYS) == {"env", "network", "use_lstm", "hidden_sizes", "scale_observations",
-                                "agent", "normalize_rewards"}
+                                "agent", "normalize_rewards", "optimizer"}
 
 
 def test_check_resumable_takes_several_learner_hosts_and_refuses_another_agent(tmp_path):
