@@ -26,56 +26,9 @@ import time
 
 import _common  # noqa: F401  (quiets TensorFlow before it is imported)
 from _common import table, write_json
+from _procs import process_tree, role, rss_mib
 
 _SAMPLE_EVERY_S = 5.0
-
-
-def _children() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for entry in pathlib.Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        parent = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(parent, []).append(int(entry.name))
-    return children
-
-
-def process_tree(root: int) -> list[int]:
-    children, tree, todo = _children(), [], [root]
-    while todo:
-        pid = todo.pop()
-        tree.append(pid)
-        todo.extend(children.get(pid, []))
-    return tree
-
-
-def role(pid: int) -> str:
-    """learner, actor, driver or ray (Ray's own processes), from the process title."""
-    try:
-        cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return "gone"
-    if cmdline.startswith("ray::LearnerHost"):
-        return "learner"
-    if cmdline.startswith("ray::_ActorProcess"):
-        return "actor"
-    if "impala_rep" in cmdline and " train" in cmdline:
-        return "driver"
-    return "ray"
-
-
-def rss_mib(pid: int) -> float:
-    try:
-        for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
 
 
 def sample(root: int) -> dict[str, float]:

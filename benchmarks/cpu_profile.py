@@ -1,0 +1,204 @@
+"""CPU profile: what the work costs alone, and where a training run's CPU goes.
+
+    .venv/bin/python benchmarks/cpu_profile.py [--frames 2000000] [--env CartPole-v1]
+        [--out runs/benchmarks/cpu_profile.json] [-- TRAIN FLAGS ...]
+
+Part 1, the work alone, in this process, TensorFlow on one thread, with the run's own
+settings (default flags plus any after `--`): stepping the env (`envs_per_actor` envs,
+random actions), one compiled policy call for those envs (the actor's own), one whole
+`Actor.unroll` (env, policy and the actor's bookkeeping), and one `Learner.step` on a
+`T x B` batch from that actor, counted `passes` times per batch. CPU microseconds per env
+frame each; env + policy + learner is **the work per frame**, and the **ceiling** is the
+frames/s the machine's cores would give if they did only that.
+
+Part 2, a real run: `impala-rep train --env ENV --total-frames FRAMES` (embedded Ray), as a
+user runs it. Every process of its tree is read from /proc twice a second: CPU seconds by
+role (driver, learner, actors, Ray's own processes), for the whole run and split at the
+first trained frame (start-up / training), and peak RSS by role. The **overhead factor**
+is CPU per frame over the work per frame, with and without start-up; the median env
+frames/s comes from the run's metrics.jsonl, over its reports from launch.
+
+Measure on an idle machine, one benchmark at a time: a second run halves the first's numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import _common  # noqa: F401  (quiets TensorFlow before it is imported)
+import numpy as np
+from _common import machine, table, write_json
+from _procs import ROLES, cpu_seconds, process_tree, role, rss_mib
+
+_SAMPLE_EVERY_S = 0.5
+
+
+def _cpu_us_per_frame(fn, frames_per_call: int, seconds: float) -> float:
+    """CPU microseconds (this process, all threads) per frame of repeated `fn()` calls."""
+    fn()  # warm-up: tracing, caches
+    calls, wall0, cpu0 = 0, time.perf_counter(), time.process_time()
+    while time.perf_counter() - wall0 < seconds:
+        fn()
+        calls += 1
+    return (time.process_time() - cpu0) / (calls * frames_per_call) * 1e6
+
+
+def work_costs(config, seconds: float) -> dict[str, float]:
+    """CPU µs per env frame of each part of the work, measured alone on one thread."""
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    from impala_rep.actors.actor import Actor
+    from impala_rep.envs.factory import make_vector_env
+    from impala_rep.learner.learner import Learner
+    from impala_rep.learner.replicator import Replicator
+    from impala_rep.run.prepare import prepare
+    from impala_rep.unroll import slice_columns
+
+    plan = prepare(config)
+    num_envs, skip = config.actors.envs_per_actor, plan.frame_skip
+    t, b, passes = config.actors.unroll_length, config.learner.batch_size, config.learner.passes
+    env = make_vector_env(config.env.id, num_envs=num_envs, seed=0)
+    rng = np.random.default_rng(0)
+    env.reset()
+    env_us = _cpu_us_per_frame(lambda: env.step(rng.integers(0, plan.num_actions, num_envs)),
+                               num_envs * skip, seconds)
+
+    actor = Actor(env=make_vector_env(config.env.id, num_envs=num_envs, seed=1),
+                  agent=plan.agent_factory(), unroll_length=t, seed=0,
+                  return_discount=config.return_discount)
+    unroll, _ = actor.unroll()
+    # The actor's own compiled policy call (a private attribute: this measures the
+    # actor's internals, so it must be the actor's function, not a copy of it).
+    args = (unroll.observations[0], unroll.prev_actions[0], unroll.prev_rewards[0],
+            unroll.first[0], actor._initial_state)
+    policy_us = _cpu_us_per_frame(lambda: actor._policy(*args), num_envs * skip, seconds)
+    unroll_us = _cpu_us_per_frame(actor.unroll, num_envs * t * skip, seconds)
+
+    learner = Learner(agent=plan.agent_factory(), replicator=Replicator(config.learner.devices),
+                      observation_shape=plan.observation_shape,
+                      total_steps=config.total_learner_steps(skip), loss=config.loss,
+                      optimizer=config.optimizer)
+    batch = slice_columns(unroll, 0, b) if num_envs >= b else unroll
+    step_us = _cpu_us_per_frame(lambda: learner.step(batch), batch.actions.shape[1] * t * skip,
+                                seconds)
+    return {"env_us": env_us, "policy_us": policy_us, "learner_us": step_us * passes,
+            "learner_step_us": step_us, "actor_unroll_us": unroll_us,
+            "work_us": env_us + policy_us + step_us * passes}
+
+
+def _records(logdir: pathlib.Path) -> list[dict]:
+    path = logdir / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    lines = path.read_text().splitlines()
+    return [json.loads(line) for line in lines[:-1]] + (
+        [json.loads(lines[-1])] if lines and lines[-1].endswith("}") else [])
+
+
+def profile_run(argv: list[str], logdir: pathlib.Path) -> dict:
+    """Runs `impala-rep train ARGV`; CPU seconds and peak RSS by role, start-up split off."""
+    command = [sys.executable, "-m", "impala_rep", "train", *argv, "--logdir", str(logdir)]
+    print(" ".join(["impala-rep", *command[3:]]), flush=True)
+    launch = time.monotonic()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True)
+    cpu, roles, peak_rss = {}, {}, dict.fromkeys(ROLES, 0.0)
+    at_first_frame, first_frame_s = None, None
+
+    def by_role() -> dict[str, float]:
+        totals = dict.fromkeys(ROLES, 0.0)
+        for pid, seconds in cpu.items():
+            totals[roles[pid]] += seconds
+        return totals
+
+    while process.poll() is None:
+        rss = dict.fromkeys(ROLES, 0.0)
+        for pid in process_tree(process.pid):
+            seconds = cpu_seconds(pid)
+            kind = roles.get(pid) or role(pid)
+            if seconds is None or kind == "gone":
+                continue
+            cpu[pid], roles[pid] = seconds, kind  # an exited process keeps its last reading
+            rss[kind] += rss_mib(pid)
+        peak_rss = {k: max(peak_rss[k], rss[k]) for k in ROLES}
+        if at_first_frame is None and any(r.get("frames", 0) > 0 for r in _records(logdir)[-2:]):
+            at_first_frame, first_frame_s = by_role(), time.monotonic() - launch
+        time.sleep(_SAMPLE_EVERY_S)
+    wall_s = time.monotonic() - launch
+    if process.returncode != 0:
+        raise SystemExit(f"the run failed (exit {process.returncode}):\n{process.stderr.read()[-2000:]}")
+    records = _records(logdir)
+    total = by_role()
+    return {"wall_s": wall_s, "first_trained_frame_s": first_frame_s, "frames": records[-1]["frames"],
+            "cpu_s": total, "cpu_s_startup": at_first_frame or total, "peak_rss_mib": peak_rss,
+            "median_env_fps": statistics.median(r["env_fps"] for r in records),
+            "learner_busy_median": statistics.median(r["learner_busy_fraction"] for r in records
+                                                     if r.get("learner_busy_fraction") is not None)}
+
+
+def report(work: dict, run: dict, cores: int) -> list[tuple[str, str]]:
+    per_m = 1e6 / run["frames"]
+    training = {k: run["cpu_s"][k] - run["cpu_s_startup"][k] for k in ROLES}
+    rows = [(f"CPU s per 1M frames, {k} (whole run / after the first trained frame)",
+             f"{run['cpu_s'][k] * per_m:.1f} / {training[k] * per_m:.1f}") for k in ROLES]
+    total, total_training = sum(run["cpu_s"].values()), sum(training.values())
+    rows.append(("CPU s per 1M frames, total", f"{total * per_m:.1f} / {total_training * per_m:.1f}"))
+    ceiling = cores / work["work_us"] * 1e6
+    rows += [
+        ("work alone, CPU µs per frame: env / policy / learner (passes x step)",
+         f"{work['env_us']:.2f} / {work['policy_us']:.2f} / {work['learner_us']:.2f} "
+         f"({work['learner_step_us']:.2f} per step)"),
+        ("work per frame (µs)", f"{work['work_us']:.2f}"),
+        ("a whole Actor.unroll per frame (µs); of it, neither env nor policy",
+         f"{work['actor_unroll_us']:.2f}; "
+         f"{work['actor_unroll_us'] - work['env_us'] - work['policy_us']:.2f}"),
+        (f"ceiling: {cores} cores doing only the work (frames/s)", f"{ceiling:,.0f}"),
+        ("overhead factor (CPU per frame / work), whole run / after start-up",
+         f"{total * per_m / work['work_us']:.2f} / {total_training * per_m / work['work_us']:.2f}"),
+        ("median env frames/s over the run's reports; % of the ceiling",
+         f"{run['median_env_fps']:,.0f}; {run['median_env_fps'] / ceiling:.0%}"),
+        ("frames / s from launch", f"{run['frames'] / run['wall_s']:,.0f}"),
+        ("first trained frame, s from launch", f"{run['first_trained_frame_s']:.1f}"),
+        ("learner busy fraction (median report)", f"{run['learner_busy_median']:.2f}"),
+        ("peak RSS, MiB: " + " / ".join(ROLES), " / ".join(f"{run['peak_rss_mib'][k]:,.0f}"
+                                                           for k in ROLES)),
+    ]
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=2_000_000)
+    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("--seconds", type=float, default=5.0, help="per work measurement")
+    parser.add_argument("--out", default="runs/benchmarks/cpu_profile.json")
+    parser.add_argument("train_flags", nargs="*", metavar="-- TRAIN FLAGS")
+    args = parser.parse_args()
+    from impala_rep.run.cli import config_from_args, parse_args  # `impala-rep train`'s flags
+
+    argv = ["--env", args.env, "--total-frames", str(args.frames), *args.train_flags]
+    config = config_from_args(parse_args(["train", *argv]))
+    # The run first, while this process has imported nothing heavy; the work after.
+    logdir = pathlib.Path(tempfile.mkdtemp(prefix="cpu-profile-")) / "run"
+    run = profile_run(argv, logdir)
+    work = work_costs(config, args.seconds)
+    cores = len(os.sched_getaffinity(0))
+    rows = report(work, run, cores)
+    print(table(["measure", "value"], rows))
+    write_json(args.out, {"benchmark": "cpu_profile", "argv": argv, "machine": machine(),
+                          "work": work, "run": run, "cores": cores, "rows": dict(rows)})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
