@@ -41,14 +41,19 @@ from _procs import ROLES, cpu_seconds, process_tree, role, rss_mib
 _SAMPLE_EVERY_S = 0.5
 
 
-def _cpu_us_per_frame(fn, frames_per_call: int, seconds: float) -> float:
-    """CPU microseconds (this process, all threads) per frame of repeated `fn()` calls."""
+def _cpu_us_per_frame(fn, frames_per_call: int, seconds: float, repeats: int = 5) -> float:
+    """CPU microseconds (this process, all threads) per frame of repeated `fn()` calls: the
+    least of `repeats` windows of `seconds / repeats` each, as timeit does (a window that
+    another process or a page fault disturbed only ever reads slower)."""
     fn()  # warm-up: tracing, caches
-    calls, wall0, cpu0 = 0, time.perf_counter(), time.process_time()
-    while time.perf_counter() - wall0 < seconds:
-        fn()
-        calls += 1
-    return (time.process_time() - cpu0) / (calls * frames_per_call) * 1e6
+    best = float("inf")
+    for _ in range(repeats):
+        calls, wall0, cpu0 = 0, time.perf_counter(), time.process_time()
+        while time.perf_counter() - wall0 < seconds / repeats:
+            fn()
+            calls += 1
+        best = min(best, (time.process_time() - cpu0) / (calls * frames_per_call) * 1e6)
+    return best
 
 
 def work_costs(config, seconds: float) -> dict[str, float]:
@@ -124,11 +129,12 @@ def profile_run(argv: list[str], logdir: pathlib.Path) -> dict:
     while process.poll() is None:
         rss = dict.fromkeys(ROLES, 0.0)
         for pid in process_tree(process.pid):
-            seconds = cpu_seconds(pid)
-            kind = roles.get(pid) or role(pid)
+            seconds, kind = cpu_seconds(pid), role(pid)
             if seconds is None or kind == "gone":
                 continue
-            cpu[pid], roles[pid] = seconds, kind  # an exited process keeps its last reading
+            # Ray starts workers idle ("ray::IDLE") and makes them actors later: a process
+            # is counted under the last role it had; an exited one keeps its last reading.
+            cpu[pid], roles[pid] = seconds, kind
             rss[kind] += rss_mib(pid)
         peak_rss = {k: max(peak_rss[k], rss[k]) for k in ROLES}
         if at_first_frame is None and any(r.get("frames", 0) > 0 for r in _records(logdir)[-2:]):
@@ -180,7 +186,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=2_000_000)
     parser.add_argument("--env", default="CartPole-v1")
-    parser.add_argument("--seconds", type=float, default=5.0, help="per work measurement")
+    parser.add_argument("--seconds", type=float, default=10.0, help="per work measurement")
     parser.add_argument("--out", default="runs/benchmarks/cpu_profile.json")
     parser.add_argument("train_flags", nargs="*", metavar="-- TRAIN FLAGS")
     args = parser.parse_args()

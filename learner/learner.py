@@ -123,7 +123,10 @@ class Learner:
             # Slots must exist before the first replicated call: variables created
             # while tracing under MirroredStrategy fail.
             self._optimizer.build(list(agent.trainable_variables))
-            self._num_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="learner_step")
+            # Counted inside the compiled update (each replica adds 1, the first replica's
+            # add is kept), so a step costs no extra variable dispatch on the host.
+            self._num_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="learner_step",
+                                          aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         # Non-trainable agent state (an agent's optional `non_trainable_variables`, e.g.
         # batch-norm moving statistics) is saved under its own key, and only when there
         # is some: checkpoints of agents without such state keep their layout.
@@ -160,7 +163,7 @@ class Learner:
 
     # --- the replicated update ---------------------------------------------------
 
-    def _replica_step(self, batch: dict[str, Any]) -> dict[str, tf.Tensor]:
+    def _replica_step(self, batch: dict[str, Any]) -> tf.Tensor:
         """One replica's update on its shard (B' = B / local replicas columns).
 
         Args:
@@ -168,7 +171,8 @@ class Learner:
             `[T+1, B', ...]` / `[T, B', ...]`, `initial_state` leaves `[1, B', ...]`.
 
         Returns:
-          Scalar metrics, identical on every replica (already reduced).
+          The scalar metrics stacked in `self._metric_names`' order, identical on
+          every replica (already reduced).
         """
         state = tf.nest.map_structure(lambda x: tf.squeeze(x, axis=0), batch["initial_state"])
         variables = list(self._agent.trainable_variables)
@@ -222,13 +226,18 @@ class Learner:
         # schedule at the optimizer's step counter, which apply_gradients advances).
         learning_rate = tf.cast(tf.convert_to_tensor(self._optimizer.learning_rate), tf.float32)
         self._optimizer.apply_reduced_gradients(zip(grads, variables))
-        return {
+        self._num_steps.assign_add(tf.cast(finite, tf.int64))
+        metrics = {
             **{k: tf.cast(v, tf.float32) for k, v in metrics.items()},
             "grad_norm": tf.cast(grad_norm, tf.float32),
             "learning_rate": learning_rate,
             "finite": tf.cast(finite, tf.float32),
             **{k: tf.cast(v, tf.float32) for k, v in term_norms.items()},
         }
+        # One vector, so the host converts one tensor per update, not one per metric;
+        # the names are recorded while tracing (the order is fixed from then on).
+        self._metric_names = list(metrics)
+        return tf.stack(list(metrics.values()))
 
     @staticmethod
     def _device_batch(batch: Unroll) -> dict[str, Any]:
@@ -250,36 +259,41 @@ class Learner:
 
     # --- public API --------------------------------------------------------------
 
-    def step(self, batch: Unroll) -> dict[str, float]:
-        """Applies one replicated update on a batch of `B` unrolls.
+    def step(self, batch: Unroll, *, passes: int = 1) -> dict[str, float]:
+        """Applies `passes` replicated updates on a batch of `B` unrolls (default one).
 
         Args:
           batch: an `Unroll` with `B` columns (a multiple of the local replicas).
             Keep `T`, `B` and the observation shape fixed: the update is compiled
             once for the first batch's shapes.
+          passes: updates on this batch (sample reuse); the batch goes to the
+            devices once for all of them.
 
         Returns:
-          Python floats: the loss's metrics for the whole batch (its `sums`
-          summed over replicas, its `means` averaged; `impala_loss_fn`'s are
+          Python floats of the last update: the loss's metrics for the whole batch
+          (its `sums` summed over replicas, its `means` averaged; `impala_loss_fn`'s are
           `loss`, `pg_loss`, `baseline_loss`, `entropy_loss` and `entropy`,
           `vtrace_rho_clipped_fraction`, `rho_mean`, `advantage_mean`,
           `value_mean`), `grad_norm` (global, before clipping), `learning_rate` (the rate
           this update used), and `policy_lag_mean` / `policy_lag_max`: the number
           of updates between the weights that produced each unroll and the
-          weights this update starts from (`num_steps - policy_version`).
+          weights the FIRST update starts from (`num_steps - policy_version`).
 
         Raises:
-          NonFiniteError: the loss or the gradient was NaN or infinite. The
-            weights and the step counter are left as they were.
+          NonFiniteError: the loss or the gradient was NaN or infinite. That update
+            changed neither the weights nor the step counter (earlier passes stay).
         """
+        if isinstance(passes, bool) or not isinstance(passes, numbers.Integral) or passes < 1:
+            raise ValueError(f"passes must be an integer >= 1, got {passes!r}")
         version = self.num_steps
-        results = self._replicator.run(self._step_fn, self._device_batch(batch), batch_axis=1)
-        # Every replica returns the same, already reduced, values.
-        metrics = {name: float(value) for name, value in results[0].items()}
-        if not metrics.pop("finite"):
-            bad = sorted(name for name, value in metrics.items() if not math.isfinite(value))
-            raise NonFiniteError(bad or ["loss"], version)
-        self._num_steps.assign_add(1)
+        device = tf.nest.map_structure(tf.convert_to_tensor, self._device_batch(batch))
+        for done in range(passes):
+            results = self._replicator.run(self._step_fn, device, batch_axis=1)
+            # Every replica returns the same, already reduced, values, in one vector.
+            metrics = dict(zip(self._metric_names, results[0].numpy().tolist()))
+            if not metrics.pop("finite"):
+                bad = sorted(name for name, value in metrics.items() if not math.isfinite(value))
+                raise NonFiniteError(bad or ["loss"], version + done)
         lag = version - np.asarray(batch.policy_version, dtype=np.int64)
         metrics["policy_lag_mean"] = float(lag.mean())
         metrics["policy_lag_max"] = float(lag.max())

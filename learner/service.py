@@ -310,12 +310,9 @@ class LearnerService:
                     self._step_started = time.monotonic()
                 try:
                     # Sample reuse: every host runs the same passes, so the group's
-                    # collectives stay in step without another agreement.
-                    for done in range(self._passes):
-                        metrics = self._learner.step(batch)
-                        if done == 0:  # how stale the actors' policy was, not the earlier passes
-                            lag = (metrics["policy_lag_mean"], metrics["policy_lag_max"])
-                    metrics["policy_lag_mean"], metrics["policy_lag_max"] = lag
+                    # collectives stay in step without another agreement. The policy lag
+                    # is the actors' (at the first pass), not that of the earlier passes.
+                    metrics = self._learner.step(batch, passes=self._passes)
                 except NonFiniteError as err:
                     # The weights were left alone; keep the last good checkpoint.
                     self._non_finite = str(err)

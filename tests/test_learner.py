@@ -168,6 +168,29 @@ def test_adam_steps_equal_manual_adam_updates(replicator):
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
+def test_passes_equal_as_many_steps_on_the_same_batch(replicator):
+    """`step(batch, passes=3)`: the batch goes to the devices once and three updates
+    follow, the same as three `step(batch)` calls; the lag is that of the first."""
+    batch = make_batch(4, policy_version=np.zeros(B, np.int64))
+    one_by_one, together = make_learner(replicator), make_learner(replicator)
+    together.agent.set_weights(one_by_one.agent.get_weights())
+    for _ in range(3):
+        last = one_by_one.step(batch)
+
+    metrics = together.step(batch, passes=3)
+
+    assert together.num_steps == one_by_one.num_steps == 3
+    for a, b in zip(together.get_weights()[1], one_by_one.get_weights()[1]):
+        np.testing.assert_array_equal(a, b)
+    assert metrics["policy_lag_mean"] == metrics["policy_lag_max"] == 0.0  # the first pass's
+    assert last["policy_lag_max"] == 2.0
+    assert {k: v for k, v in metrics.items() if "lag" not in k} == {
+        k: v for k, v in last.items() if "lag" not in k}
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="passes must be an integer >= 1"):
+            together.step(batch, passes=bad)
+
+
 def test_policy_lag_and_run(replicator):
     learner = make_learner(replicator)
     batches = [make_batch(seed) for seed in range(3)]
