@@ -8,7 +8,7 @@ import pathlib
 import platform
 from typing import Any, Sequence
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # errors too: TF logs "failed call to cuInit" as one
 
 
 def machine() -> dict[str, Any]:

@@ -16,7 +16,9 @@ user runs it. Every process of its tree is read from /proc twice a second: CPU s
 role (driver, learner, actors, Ray's own processes), for the whole run and split at the
 first trained frame (start-up / training), and peak RSS by role. The **overhead factor**
 is CPU per frame over the work per frame, with and without start-up; the median env
-frames/s comes from the run's metrics.jsonl, over its reports from launch.
+frames/s comes from the run's metrics.jsonl, over its reports from launch. Before the run, two
+new processes time what start-up cannot avoid: importing TensorFlow, and starting the
+embedded Ray as the driver does; the first trained frame is compared with their sum.
 
 Measure on an idle machine, one benchmark at a time: a second run halves the first's numbers.
 """
@@ -101,6 +103,32 @@ def work_costs(config, seconds: float) -> dict[str, float]:
             "work_us": env_us + policy_us + step_us * passes}
 
 
+_RAY_START = """
+import time
+from impala_rep.run.console import ray_console_options
+from impala_rep.run.ray_setup import prepare_ray_import
+prepare_ray_import(embedded=True)
+import ray
+start = time.perf_counter()
+ray.init(**ray_console_options(False))
+print(time.perf_counter() - start)
+ray.shutdown()
+"""
+
+
+def startup_costs() -> dict[str, float]:
+    """Seconds, each in a new process as the run has them: importing TensorFlow (from the
+    interpreter's launch), and starting the embedded Ray as the driver does."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    launch = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import tensorflow"], check=True, env=env,
+                   capture_output=True)
+    tf_import_s = time.perf_counter() - launch
+    out = subprocess.run([sys.executable, "-c", _RAY_START], check=True, env=env,
+                         capture_output=True, text=True).stdout
+    return {"tf_import_s": tf_import_s, "ray_start_s": float(out.split()[-1])}
+
+
 def _records(logdir: pathlib.Path) -> list[dict]:
     path = logdir / "metrics.jsonl"
     if not path.is_file():
@@ -117,7 +145,7 @@ def profile_run(argv: list[str], logdir: pathlib.Path) -> dict:
     launch = time.monotonic()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                text=True)
-    cpu, roles, peak_rss = {}, {}, dict.fromkeys(ROLES, 0.0)
+    cpu, roles, peak_rss, first_seen = {}, {}, dict.fromkeys(ROLES, 0.0), {}
     at_first_frame, first_frame_s = None, None
 
     def by_role() -> dict[str, float]:
@@ -136,6 +164,7 @@ def profile_run(argv: list[str], logdir: pathlib.Path) -> dict:
             # is counted under the last role it had; an exited one keeps its last reading.
             cpu[pid], roles[pid] = seconds, kind
             rss[kind] += rss_mib(pid)
+            first_seen.setdefault(kind, time.monotonic() - launch)  # stages of the start-up
         peak_rss = {k: max(peak_rss[k], rss[k]) for k in ROLES}
         if at_first_frame is None and any(r.get("frames", 0) > 0 for r in _records(logdir)[-2:]):
             at_first_frame, first_frame_s = by_role(), time.monotonic() - launch
@@ -147,12 +176,13 @@ def profile_run(argv: list[str], logdir: pathlib.Path) -> dict:
     total = by_role()
     return {"wall_s": wall_s, "first_trained_frame_s": first_frame_s, "frames": records[-1]["frames"],
             "cpu_s": total, "cpu_s_startup": at_first_frame or total, "peak_rss_mib": peak_rss,
+            "first_seen_s": first_seen,
             "median_env_fps": statistics.median(r["env_fps"] for r in records),
             "learner_busy_median": statistics.median(r["learner_busy_fraction"] for r in records
                                                      if r.get("learner_busy_fraction") is not None)}
 
 
-def report(work: dict, run: dict, cores: int) -> list[tuple[str, str]]:
+def report(work: dict, run: dict, cores: int, startup: dict) -> list[tuple[str, str]]:
     per_m = 1e6 / run["frames"]
     training = {k: run["cpu_s"][k] - run["cpu_s_startup"][k] for k in ROLES}
     rows = [(f"CPU s per 1M frames, {k} (whole run / after the first trained frame)",
@@ -174,7 +204,13 @@ def report(work: dict, run: dict, cores: int) -> list[tuple[str, str]]:
         ("median env frames/s over the run's reports; % of the ceiling",
          f"{run['median_env_fps']:,.0f}; {run['median_env_fps'] / ceiling:.0%}"),
         ("frames / s from launch", f"{run['frames'] / run['wall_s']:,.0f}"),
-        ("first trained frame, s from launch", f"{run['first_trained_frame_s']:.1f}"),
+        ("s from launch until Ray's first process / the learner's / an actor's / the first "
+         "trained frame", " / ".join(f"{run['first_seen_s'].get(k, float('nan')):.1f}"
+                                     for k in ("ray", "learner", "actor"))
+         + f" / {run['first_trained_frame_s']:.1f}"),
+        ("Ray start + one TensorFlow import (s); first trained frame / their sum",
+         f"{startup['ray_start_s']:.1f} + {startup['tf_import_s']:.1f}; "
+         f"{run['first_trained_frame_s'] / (startup['ray_start_s'] + startup['tf_import_s']):.2f}"),
         ("learner busy fraction (median report)", f"{run['learner_busy_median']:.2f}"),
         ("peak RSS, MiB: " + " / ".join(ROLES), " / ".join(f"{run['peak_rss_mib'][k]:,.0f}"
                                                            for k in ROLES)),
@@ -196,13 +232,15 @@ def main() -> int:
     config = config_from_args(parse_args(["train", *argv]))
     # The run first, while this process has imported nothing heavy; the work after.
     logdir = pathlib.Path(tempfile.mkdtemp(prefix="cpu-profile-")) / "run"
+    startup = startup_costs()
     run = profile_run(argv, logdir)
     work = work_costs(config, args.seconds)
     cores = len(os.sched_getaffinity(0))
-    rows = report(work, run, cores)
+    rows = report(work, run, cores, startup)
     print(table(["measure", "value"], rows))
     write_json(args.out, {"benchmark": "cpu_profile", "argv": argv, "machine": machine(),
-                          "work": work, "run": run, "cores": cores, "rows": dict(rows)})
+                          "work": work, "run": run, "startup": startup, "cores": cores,
+                          "rows": dict(rows)})
     return 0
 
 

@@ -41,7 +41,7 @@ _EXPORTS = {
     "AgentOutput": "impala_rep.agent",
     "MLPAgent": "impala_rep.agent",
     "CNNAgent": "impala_rep.networks",
-    "make_agent": "impala_rep.networks",
+    "make_agent": "impala_rep.agent_factory",
     # the learner and its loss hook
     "Learner": "impala_rep.learner.learner",
     "paper_rmsprop": "impala_rep.learner.optimizers",

@@ -7,6 +7,7 @@ One Ray instance (tests/conftest.py) serves the whole session (starting Ray cost
 import json
 import os
 
+import numpy as np
 import pytest
 
 ray = pytest.importorskip("ray")
@@ -51,5 +52,15 @@ def test_cartpole_learns_with_two_actors_and_two_replicas(local_ray, tmp_path, c
     last = records[-1]
     assert last["frames_produced"] == last["frames"] + last["frames_queued"]
     assert any(name.startswith("events") for name in os.listdir(logdir / "tensorboard"))
+    # TensorBoard reads every report's numbers back, at step `frames`.
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    board = EventAccumulator(str(logdir / "tensorboard"))
+    board.Reload()
+    for key in ("loss", "env_fps", "episode_return_mean"):
+        logged = [(r["frames"], r[key]) for r in records if r.get(key) is not None]
+        shown = [(e.step, e.value) for e in board.Scalars(key)]
+        assert [f for f, _ in shown] == [f for f, _ in logged], key
+        np.testing.assert_allclose([v for _, v in shown], [v for _, v in logged], rtol=1e-6)
     for png in plot_run(str(logdir)):
         assert png.stat().st_size > 1000

@@ -137,7 +137,11 @@ def main(argv: list[str] | None = None) -> int:
                 config = config_from_args(args)
         except ValueError as err:
             parser.error(str(err))
-        quiet_native_logs(config.run.verbose)
+        # The driver itself runs TensorFlow only as the local launcher or to check a user's
+        # agent or loss: otherwise it need not pay for importing it.
+        quiet_native_logs(config.run.verbose, import_tensorflow=(
+            config.run.launcher == "local" or config.agent.factory is not None
+            or config.loss.function is not None))
         from impala_rep.run.training import SetupError, TrainingFailed, TrainingInterrupted, train
 
         try:

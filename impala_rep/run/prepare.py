@@ -39,7 +39,7 @@ def default_agent_factory(agent: AgentConfig, observation_shape, num_actions: in
                           observation_normalization=None) -> Callable[[], Any]:
     """A picklable factory for the configured built-in agent (each process builds its own copy);
     the MLP standardises its inputs with `observation_normalization` ((mean, std) or None)."""
-    from impala_rep.networks import make_agent
+    from impala_rep.agent_factory import make_agent
 
     return make_agent(observation_shape=tuple(observation_shape), num_actions=num_actions,
                       network=agent.network, use_lstm=agent.use_lstm,
@@ -54,7 +54,7 @@ def _observation_normalization(config: TrainConfig, env_spec) -> Any:
     From the declared Box, not from stepping the env: nothing of the user's env runs in
     the driver (an env that crashes or hangs does so in an actor, where it is handled),
     and the numbers are the same in every process and on resume."""
-    from impala_rep.agent import bounds_normalization
+    from impala_rep.observation_scaling import bounds_normalization
 
     if not config.agent.scale_observations or env_spec.observation_bounds is None:
         return None

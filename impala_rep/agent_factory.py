@@ -1,0 +1,95 @@
+"""Choosing the built-in agent for an observation shape: TensorFlow-free until one is built.
+
+`make_agent` checks a configuration (observation shape, network name) and returns a
+picklable zero-argument factory; actors and the learner each build their own copy
+with it. The driver calls it before anything starts, so it imports no TensorFlow:
+the factory imports the agent's module only when it is called, in the process that
+builds the agent.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+from impala_rep.config import NETWORKS  # the one list of network names (the CLI's choices)
+
+__all__ = ["make_agent", "SHALLOW_MIN_IMAGE_SIZE"]
+
+# The shallow torso's "valid" convolutions need this many pixels in height and
+# width: 8x8 stride 4 must leave at least 4x4 for the 4x4 stride 2 conv.
+SHALLOW_MIN_IMAGE_SIZE = 20
+
+
+def make_agent(
+    *,
+    observation_shape: Sequence[int],
+    num_actions: int,
+    network: str = "auto",
+    use_lstm: bool = False,
+    hidden_sizes: Sequence[int] = (64, 64),
+    observation_normalization: tuple[Sequence[float], Sequence[float]] | None = None,
+) -> Callable[[], Any]:
+    """A picklable zero-argument factory (`functools.partial`) building the chosen agent.
+
+    Args:
+      observation_shape: shape of ONE observation: `[D]` vectors or `[H, W, C]` images.
+      num_actions: A >= 1.
+      network: "auto" (MLP for `[D]`; for `[H, W, C]` the shallow CNN if H and W
+        are at least `SHALLOW_MIN_IMAGE_SIZE`, else the minatar CNN), "mlp",
+        "shallow", "deep" or "minatar".
+      use_lstm: LSTM core (CNN networks only).
+      hidden_sizes: MLP layer sizes (MLP only).
+      observation_normalization: `(mean, std)` per observation dimension; the MLP
+        standardises its inputs with them (`MLPAgent`). None: unscaled.
+
+    Raises:
+      ValueError: unknown network, a network that does not fit the observation
+        rank, or use_lstm with the MLP.
+    """
+    shape = tuple(int(d) for d in observation_shape)
+    if network not in NETWORKS:
+        raise ValueError(f"network must be one of {NETWORKS}, got {network!r}")
+    if isinstance(num_actions, bool) or int(num_actions) != num_actions or num_actions < 1:
+        raise ValueError(f"num_actions must be an integer >= 1, got {num_actions!r}")
+    if network == "auto":
+        if len(shape) == 1:
+            network = "mlp"
+        elif len(shape) == 3:
+            # Atari's 84x84 gets the paper's net; MinAtar's 10x10 is too small for it.
+            network = "shallow" if min(shape[:2]) >= SHALLOW_MIN_IMAGE_SIZE else "minatar"
+        else:
+            raise ValueError(f"network='auto' needs observations of rank 1 (vectors, MLP) or 3 "
+                             f"(images [H, W, C], CNN), got shape {shape}")
+    if network == "mlp":
+        if len(shape) != 1:
+            raise ValueError(f"network='mlp' needs rank-1 observations, got shape {shape}; "
+                             f"use 'shallow', 'deep' or 'minatar' for images")
+        if use_lstm:
+            raise ValueError("use_lstm=True is not supported with network='mlp'; "
+                             "allowed with 'shallow', 'deep' or 'minatar' (or 'auto' on images)")
+        normalization = None if observation_normalization is None else tuple(
+            tuple(float(v) for v in side) for side in observation_normalization)
+        return functools.partial(_mlp, num_actions=int(num_actions),
+                                 hidden_sizes=tuple(int(h) for h in hidden_sizes),
+                                 observation_normalization=normalization)
+    if len(shape) != 3:
+        raise ValueError(f"network={network!r} needs image observations [H, W, C], got shape "
+                         f"{shape}; use 'mlp' for vectors")
+    if network == "shallow" and min(shape[:2]) < SHALLOW_MIN_IMAGE_SIZE:
+        raise ValueError(f"network='shallow' needs images of at least {SHALLOW_MIN_IMAGE_SIZE}x"
+                         f"{SHALLOW_MIN_IMAGE_SIZE}, got shape {shape}; use 'minatar' or 'deep'")
+    return functools.partial(_cnn, num_actions=int(num_actions), torso=network,
+                             use_lstm=bool(use_lstm))
+
+
+def _mlp(**kwargs: Any) -> Any:
+    from impala_rep.agent import MLPAgent
+
+    return MLPAgent(**kwargs)
+
+
+def _cnn(**kwargs: Any) -> Any:
+    from impala_rep.networks import CNNAgent
+
+    return CNNAgent(**kwargs)
