@@ -34,3 +34,23 @@ def write_json(path: str, data: Any) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=2) + "\n")
     print(f"wrote {out}")
+
+
+class MetricsTail:
+    """The records a running `impala-rep train` has appended to LOGDIR/metrics.jsonl since
+    the last call; a line still being written is left for the next call."""
+
+    def __init__(self, logdir: str | os.PathLike):
+        self._path = pathlib.Path(logdir) / "metrics.jsonl"
+        self._read = 0
+
+    def new_records(self) -> list[dict]:
+        if not self._path.is_file():
+            return []
+        records = []
+        for line in self._path.read_text().splitlines()[self._read:]:
+            if not line.endswith("}"):
+                break
+            self._read += 1
+            records.append(json.loads(line))
+        return records

@@ -26,7 +26,6 @@ Measure on an idle machine, one benchmark at a time: a second run halves the fir
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pathlib
 import statistics
@@ -37,8 +36,10 @@ import time
 
 import _common  # noqa: F401  (quiets TensorFlow before it is imported)
 import numpy as np
-from _common import machine, table, write_json
+from _common import MetricsTail, machine, table, write_json
 from _procs import ROLES, cpu_seconds, process_tree, role, rss_mib
+
+from impala_rep.run.run_log import read_metrics
 
 _SAMPLE_EVERY_S = 0.5
 
@@ -129,15 +130,6 @@ def startup_costs() -> dict[str, float]:
     return {"tf_import_s": tf_import_s, "ray_start_s": float(out.split()[-1])}
 
 
-def _records(logdir: pathlib.Path) -> list[dict]:
-    path = logdir / "metrics.jsonl"
-    if not path.is_file():
-        return []
-    lines = path.read_text().splitlines()
-    return [json.loads(line) for line in lines[:-1]] + (
-        [json.loads(lines[-1])] if lines and lines[-1].endswith("}") else [])
-
-
 def profile_run(argv: list[str], logdir: pathlib.Path) -> dict:
     """Runs `impala-rep train ARGV`; CPU seconds and peak RSS by role, start-up split off."""
     command = [sys.executable, "-m", "impala_rep", "train", *argv, "--logdir", str(logdir)]
@@ -146,6 +138,7 @@ def profile_run(argv: list[str], logdir: pathlib.Path) -> dict:
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                text=True)
     cpu, roles, peak_rss, first_seen = {}, {}, dict.fromkeys(ROLES, 0.0), {}
+    tail = MetricsTail(logdir)
     at_first_frame, first_frame_s = None, None
 
     def by_role() -> dict[str, float]:
@@ -166,13 +159,13 @@ def profile_run(argv: list[str], logdir: pathlib.Path) -> dict:
             rss[kind] += rss_mib(pid)
             first_seen.setdefault(kind, time.monotonic() - launch)  # stages of the start-up
         peak_rss = {k: max(peak_rss[k], rss[k]) for k in ROLES}
-        if at_first_frame is None and any(r.get("frames", 0) > 0 for r in _records(logdir)[-2:]):
+        if at_first_frame is None and any(r["frames"] > 0 for r in tail.new_records()):
             at_first_frame, first_frame_s = by_role(), time.monotonic() - launch
         time.sleep(_SAMPLE_EVERY_S)
     wall_s = time.monotonic() - launch
     if process.returncode != 0:
         raise SystemExit(f"the run failed (exit {process.returncode}):\n{process.stderr.read()[-2000:]}")
-    records = _records(logdir)
+    records = read_metrics(logdir)
     total = by_role()
     return {"wall_s": wall_s, "first_trained_frame_s": first_frame_s, "frames": records[-1]["frames"],
             "cpu_s": total, "cpu_s_startup": at_first_frame or total, "peak_rss_mib": peak_rss,

@@ -35,7 +35,7 @@ import sys
 import time
 
 import _common  # noqa: F401  (quiets TensorFlow before it is imported)
-from _common import table, write_json
+from _common import MetricsTail, table, write_json
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -73,21 +73,16 @@ def run_one(task: Task, seed: int, logdir: pathlib.Path, extra: list[str]) -> di
                "--seed", str(seed), "--total-frames", str(task.frames), "--logdir", str(logdir),
                *task.flags, *extra]
     metrics = logdir / "metrics.jsonl"
+    tail = MetricsTail(logdir)
     start = time.monotonic()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    hit, read = None, 0
+    hit = None
     while True:
         finished = process.poll() is not None
-        if metrics.is_file():
-            lines = metrics.read_text().splitlines()
-            for line in lines[read:]:
-                if not line.endswith("}"):
-                    break  # a record still being written: read it next time
-                read += 1
-                record = json.loads(line)
-                ret = record.get("episode_return_mean")
-                if hit is None and ret is not None and ret >= task.threshold:
-                    hit = {"frames": record["frames"], "seconds": round(time.monotonic() - start, 1)}
+        for record in tail.new_records():
+            ret = record.get("episode_return_mean")
+            if hit is None and ret is not None and ret >= task.threshold:
+                hit = {"frames": record["frames"], "seconds": round(time.monotonic() - start, 1)}
         if finished:
             break
         time.sleep(0.5)

@@ -17,7 +17,8 @@ from typing import Any, NamedTuple, Protocol, Sequence
 import numpy as np
 import tensorflow as tf
 
-from impala_rep.observation_scaling import bounds_normalization, observation_scaling
+# bounds_normalization is re-exported: docs/api.md names it here, beside MLPAgent.
+from impala_rep.observation_scaling import bounds_normalization, observation_scaling  # noqa: F401
 
 __all__ = ["AgentOutput", "AgentInputs", "Agent", "MLPAgent", "layer_variables", "weights_of",
            "assign_weights"]
@@ -116,8 +117,9 @@ class MLPAgent:
 
     It ignores the previous action and reward and has no recurrent state. Given
     `observation_normalization=(mean, std)` (per dimension, e.g. `bounds_normalization`
-    of the env's Box), it first standardises its inputs (`observation_scaling`). The mapping is a constant, not a variable: the
-    agent's weights and checkpoints are the same with or without it.
+    of the env's Box), it first standardises its inputs (`observation_scaling`). The
+    mapping is a constant, not a variable: the agent's weights and checkpoints are the
+    same with or without it.
     """
 
     def __init__(self, *, num_actions: int, hidden_sizes: Sequence[int] = (64, 64),

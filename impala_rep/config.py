@@ -9,8 +9,9 @@ group it needs, as it is (the `Learner` takes `LossConfig` and
 A field's metadata holds its help text and, where it is not `--` + its name,
 its flag. Presets, `--resume` changes and error messages name a field by its
 *key*: the flag without dashes (`--learner-devices` -> `learner_devices`).
-A leaf module: it imports only `impala_rep.devices`, `.code_spec`, `.config_checks` and `.value_checks`, so the command line
-checks every value without importing TensorFlow, gymnasium or Ray.
+A leaf module: it imports only `impala_rep.devices`, `.code_spec`, `.config_checks` and
+`.value_checks`, so the command line checks every value without importing TensorFlow,
+gymnasium or Ray.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, Iterator, Mapping
 from impala_rep.code_spec import parse_code_spec
 from impala_rep.devices import parse_devices
 from impala_rep.config_checks import bools as _bools
+from impala_rep.config_checks import declared_choices as _declared_choices
 from impala_rep.config_checks import field as _field
 from impala_rep.config_checks import key_of as _key_of
 from impala_rep.config_checks import numbers as _numbers
@@ -80,8 +82,7 @@ class AgentConfig:
               "It runs your code", flag="--agent", metavar="MODULE:FACTORY")
 
     def __post_init__(self):
-        require(self.network in NETWORKS, "network", self.network,
-                 f"must be one of {', '.join(NETWORKS)}")
+        _declared_choices(self, "network")
         _bools(self, "use_lstm", "scale_observations")
         require(not (self.use_lstm and self.network == "mlp"), "network", self.network,
                  "the MLP agent has no LSTM core; use --network shallow or deep with --use-lstm")
@@ -215,8 +216,7 @@ class OptimizerConfig:
     max_grad_norm: float | None = _field(40.0, "global gradient-norm clip (none: no clipping)")
 
     def __post_init__(self):
-        require(self.optimizer in OPTIMIZERS, "optimizer", self.optimizer,
-                 f"must be one of {', '.join(OPTIMIZERS)}")
+        _declared_choices(self, "optimizer")
         _numbers(self, ("learning_rate", "rmsprop_epsilon", "adam_epsilon"), lambda v: v > 0,
                  "must be a positive number")
         _numbers(self, ("max_grad_norm",), lambda v: v > 0, "must be a positive number", optional=True)
@@ -246,8 +246,7 @@ class RunConfig:
         require(is_seed(self.seed), "seed", self.seed, f"must be {SEED_RANGE}")
         _bools(self, "verbose")
         _numbers(self, ("report_every_s",), lambda v: v > 0, "must be a positive number")
-        require(self.launcher in LAUNCHERS, "launcher", self.launcher,
-                 f"must be one of {', '.join(LAUNCHERS)}")
+        _declared_choices(self, "launcher")
         require(not (self.launcher == "local" and self.ray_address), "ray_address", self.ray_address,
                  "the local launcher starts no Ray; use --launcher ray to join a cluster")
 

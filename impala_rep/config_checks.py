@@ -12,7 +12,7 @@ from typing import Any
 
 from impala_rep.value_checks import is_int, is_number, require
 
-__all__ = ["field", "key_of", "positive_ints", "bools", "numbers"]
+__all__ = ["field", "key_of", "positive_ints", "bools", "numbers", "declared_choices"]
 
 
 def field(default: Any, help: str, *, flag: str | None = None, choices: tuple | None = None,
@@ -42,6 +42,15 @@ def numbers(config: Any, names: tuple[str, ...], ok, allowed: str, *, optional: 
             continue
         require(is_number(value) and ok(value), _key(config, name), value,
                  allowed + (", or None" if optional else ""))
+
+
+def declared_choices(config: Any, *names: str) -> None:
+    """Each named field's value is one of the `choices` its `field(...)` declares (the
+    flag's choices too), so the allowed values are stated once."""
+    for name in names:
+        value = getattr(config, name)
+        allowed = type(config).__dataclass_fields__[name].metadata["choices"]
+        require(value in allowed, _key(config, name), value, f"must be one of {', '.join(allowed)}")
 
 
 def key_of(field: dataclasses.Field) -> str:

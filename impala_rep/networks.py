@@ -23,7 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 import tensorflow as tf
 
-from impala_rep.agent import (AgentInputs, AgentOutput, MLPAgent, assign_weights, layer_variables,
+from impala_rep.agent import (AgentInputs, AgentOutput, assign_weights, layer_variables,
                               weights_of)
 from impala_rep.agent_factory import SHALLOW_MIN_IMAGE_SIZE, make_agent
 from impala_rep.config import NETWORKS  # the one list of network names (the CLI's choices)
