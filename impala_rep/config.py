@@ -178,6 +178,9 @@ class LossConfig:
         0.2, "none: IMPALA's policy gradient; a number epsilon: APPO's clipped surrogate "
               "min(rA, clip(r, 1-epsilon, 1+epsilon)A) on V-trace advantages, r = pi/mu")
     kl_cost: float = _field(0.0, "weight of KL(behaviour policy || learner policy) in the loss")
+    normalize_advantages: bool = _field(
+        False, "standardise the policy term's advantages over each batch (PPO's), so its "
+               "size does not depend on the rewards' scale")
     # Without it Acrobot's policy went deterministic in 10k frames (README, Learning per frame).
     normalize_rewards: bool = _field(
         True, "divide rewards by the running standard deviation of the discounted return, "
@@ -194,7 +197,7 @@ class LossConfig:
         _numbers(self, ("baseline_cost", "entropy_cost", "kl_cost"), lambda v: v >= 0, "must be >= 0")
         _numbers(self, ("clip_rho_threshold", "clip_pg_rho_threshold", "surrogate_clip"), lambda v: v > 0,
                  "must be > 0", optional=True)
-        _bools(self, "normalize_rewards")
+        _bools(self, "normalize_rewards", "normalize_advantages")
         require(self.reward_clipping in REWARD_CLIPPING, "reward_clipping", self.reward_clipping,
                  "must be " + " or ".join(repr(c) for c in REWARD_CLIPPING))
         if self.function is not None:

@@ -119,6 +119,7 @@ def impala_loss_fn(*, agent: Agent, inputs: AgentInputs, outputs: AgentOutput,
         lambda_=config.lambda_,
         surrogate_clip=config.surrogate_clip,
         kl_cost=config.kl_cost,
+        normalize_advantages=config.normalize_advantages,
     ))
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "entropy_loss",
     "kl_loss",
     "explained_variance",
+    "normalized_advantages",
     "impala_loss",
     "impala_loss_terms",
 ]
@@ -124,6 +125,42 @@ def kl_loss(*, behaviour_logits: Any, logits: Any) -> tf.Tensor:
         return tf.reduce_sum(tf.exp(log_mu) * (log_mu - log_pi))
 
 
+def normalized_advantages(advantages: Any, *, epsilon: float = 1e-8) -> tf.Tensor:
+    """``(A - mean) / (std + epsilon)`` over the whole batch, gradient-stopped.
+
+    PPO's advantage normalisation (SB3's ``normalize_advantage``, cleanrl's ``norm_adv``):
+    the policy term's size then no longer depends on the scale of the rewards, so a
+    sparse, small-reward task (Pong's clipped ±1) does not leave it below the entropy
+    bonus. Inside a replicated step the mean and the variance are those of every
+    replica's shard together (two all-reduces), so N replicas compute what one device
+    would on the whole batch; elsewhere (one replica) they are this tensor's.
+
+    Args:
+      advantages: ``[T, B]`` advantages.
+      epsilon: added to the standard deviation (a constant batch gives 0, not NaN).
+
+    Returns:
+      ``[T, B]`` in the dtype of ``advantages``.
+    """
+    with tf.name_scope("normalized_advantages"):
+        advantages = tf.stop_gradient(float_tensor(advantages))
+        assert_shape("advantages", advantages, ("T", "B"))
+        context = tf.distribute.get_replica_context()
+
+        def batch_mean(x):
+            # A mean over equal shards is the mean of the shards' means.
+            mean = tf.reduce_mean(x)
+            if context is None or context.num_replicas_in_sync == 1:
+                return mean
+            return context.all_reduce(tf.distribute.ReduceOp.MEAN, mean)
+
+        mean = batch_mean(advantages)
+        # Two passes (mean, then squared deviations) rather than E[A²] - mean², which
+        # loses float32 precision when the mean is large against the spread.
+        std = tf.sqrt(batch_mean(tf.square(advantages - mean)))
+        return (advantages - mean) / (std + cast_to(epsilon, advantages.dtype))
+
+
 def _values_and_targets(values: Any, targets: Any) -> tuple[tf.Tensor, tf.Tensor]:
     """Both as tensors of the values' float dtype, checked to be ``[T, B]`` alike."""
     values = float_tensor(values)
@@ -205,6 +242,7 @@ def impala_loss_terms(
     lambda_: float = 1.0,
     surrogate_clip: float | None = None,
     kl_cost: float = 0.0,
+    normalize_advantages: bool = False,
 ) -> tuple[tf.Tensor, dict[str, tf.Tensor], dict[str, tf.Tensor], dict[str, tf.Tensor]]:
     """Total IMPALA loss ``pg + baseline_cost * baseline + entropy_cost * entropy
     (+ kl_cost * kl)``.
@@ -234,6 +272,8 @@ def impala_loss_terms(
         ``r_t + discount_t v_{t+1} - V(x_t)``, without V-trace's rho, which the
         surrogate's ratio ``pi / mu`` takes the place of.
       kl_cost: weight of :func:`kl_loss`, ``KL(mu || pi)`` (0: not in the loss).
+      normalize_advantages: the policy term's advantages (either kind) standardised
+        over the batch first (:func:`normalized_advantages`).
 
     Returns:
       ``(loss, sums, means, terms)``, the fields of :class:`impala_rep.loss_fn.LossOutput`:
@@ -273,17 +313,21 @@ def impala_loss_terms(
         )
         if surrogate_clip is None:
             advantages = vt.pg_advantages
-            pg = policy_gradient_loss(
-                logits=target_logits, actions=actions, advantages=advantages
-            )
         else:
             bootstrap_value = cast_to(bootstrap_value, dtype)
             vs_next = tf.concat([vt.vs[1:], bootstrap_value[tf.newaxis]], axis=0)
             advantages = tf.stop_gradient(
                 cast_to(rewards, dtype) + cast_to(discounts, dtype) * vs_next - values)
+        # advantage_mean reports the advantages before any normalisation (after it, 0).
+        policy_advantages = (normalized_advantages(advantages) if normalize_advantages
+                             else advantages)
+        if surrogate_clip is None:
+            pg = policy_gradient_loss(
+                logits=target_logits, actions=actions, advantages=policy_advantages)
+        else:
             pg = clipped_surrogate_loss(
                 logits=target_logits, behaviour_logits=behaviour_logits, actions=actions,
-                advantages=advantages, clip=surrogate_clip)
+                advantages=policy_advantages, clip=surrogate_clip)
         baseline = baseline_loss(values=values, targets=vt.vs)
         entropy = entropy_loss(logits=target_logits)
         kl = kl_loss(behaviour_logits=behaviour_logits, logits=target_logits)

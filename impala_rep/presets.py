@@ -27,6 +27,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "envs_per_actor": 16, "total_frames": 50_000_000,
         # The paper's learner: one update per batch, its policy gradient, clipped rewards only.
         "passes": 1, "surrogate_clip": None, "kl_cost": 0.0, "normalize_rewards": False,
+        "normalize_advantages": False,
     },
 }
 # The paper's settings with two changes that make Pong learn within 20M frames on a

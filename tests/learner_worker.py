@@ -56,6 +56,9 @@ class OffsetAgent:
         self._mlp.set_weights(weights)
 
 
+CASES = ("rmsprop", "adam", "sgd", "normalized")
+
+
 def make_batch(seed=0):
     """A random batch whose recurrent state exercises the state splitting."""
     return random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=seed,
@@ -68,15 +71,18 @@ def run_case(replicator, optimizer):
     optimizer "rmsprop": the default RMSProp with a large learning rate and a
     max_grad_norm below the gradient's norm, so the weights move visibly and
     clipping acts on every step; "adam": Adam, the same way. "sgd": plain SGD without clipping, whose update
-    is proportional to the gradient, so its scale shows in the weights.
+    is proportional to the gradient, so its scale shows in the weights. "normalized": RMSProp
+    as above with the advantages standardised over the batch (a cross-replica mean and variance).
     """
     import tensorflow as tf
 
-    from impala_rep.config import OptimizerConfig
+    from impala_rep.config import LossConfig, OptimizerConfig
     from impala_rep.learner.learner import Learner
 
-    if optimizer in ("rmsprop", "adam"):
-        settings = OptimizerConfig(optimizer=optimizer, learning_rate=0.05, max_grad_norm=1.0)
+    loss = LossConfig(normalize_advantages=optimizer == "normalized")
+    if optimizer in ("rmsprop", "adam", "normalized"):
+        settings = OptimizerConfig(optimizer="adam" if optimizer == "adam" else "rmsprop",
+                                   learning_rate=0.05, max_grad_norm=1.0)
         make_optimizer = None
     else:
         settings = OptimizerConfig(max_grad_norm=None)
@@ -87,6 +93,7 @@ def run_case(replicator, optimizer):
         observation_shape=(OBS,),
         total_steps=10,
         optimizer=settings,
+        loss=loss,
         make_optimizer=make_optimizer,
         loss_grad_norms=True,  # each part's gradient norm, compared across replica counts too
     )
@@ -113,7 +120,7 @@ def run_case(replicator, optimizer):
 
 def main(n):
     replicator = Replicator(f"cpu:{n}")
-    result = {name: run_case(replicator, name) for name in ("rmsprop", "adam", "sgd")}
+    result = {name: run_case(replicator, name) for name in CASES}
     print("RESULT " + json.dumps(result))
 
 

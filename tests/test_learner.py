@@ -66,10 +66,11 @@ def global_norm(arrays):
 LOSS_CONFIGS = [LossConfig(), LossConfig(discount=0.9, baseline_cost=0.25, entropy_cost=0.05,
                                          clip_rho_threshold=None, clip_pg_rho_threshold=2.0,
                                          lambda_=0.9, reward_clipping="none"),
-                LossConfig(surrogate_clip=0.2, kl_cost=0.5)]
+                LossConfig(surrogate_clip=0.2, kl_cost=0.5),
+                LossConfig(surrogate_clip=None, normalize_advantages=True)]
 
 
-@pytest.mark.parametrize("loss_config", LOSS_CONFIGS, ids=["default", "other", "appo"])
+@pytest.mark.parametrize("loss_config", LOSS_CONFIGS, ids=["default", "other", "appo", "normalized"])
 def test_step_equals_manual_sgd_update(replicator, loss_config):
     lr = 0.01
     learner = make_learner(replicator, sgd_lr=lr, max_grad_norm=None, loss=loss_config)
@@ -308,7 +309,7 @@ def two_replicas():
     return json.loads(lines[-1][len("RESULT "):])
 
 
-@pytest.mark.parametrize("optimizer", ["rmsprop", "adam", "sgd"])
+@pytest.mark.parametrize("optimizer", learner_worker.CASES)
 def test_two_replicas_equal_one(replicator, two_replicas, optimizer):
     single = learner_worker.run_case(replicator, optimizer)
     two_replicas = two_replicas[optimizer]

@@ -309,3 +309,55 @@ def test_impala_loss_with_surrogate_and_kl_combines_terms():
     np.testing.assert_allclose(means["surrogate_clipped_fraction"].numpy(), fraction)
     np.testing.assert_allclose(means["value_explained_variance"].numpy(),
                                1 - np.var(vs - inputs["values"]) / np.var(vs), rtol=1e-10)
+
+
+def test_normalized_advantages_by_hand():
+    rng = np.random.default_rng(7)
+    advantages = rng.normal(loc=3.0, scale=0.02, size=(5, 4))
+    flat = [float(a) for a in advantages.ravel()]
+    mean = sum(flat) / len(flat)
+    std = (sum((a - mean) ** 2 for a in flat) / len(flat)) ** 0.5
+    expected = (advantages - mean) / (std + 1e-8)
+    got = losses.normalized_advantages(advantages).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
+    assert abs(got.mean()) < 1e-10 and got.std() == pytest.approx(1.0, rel=1e-6)
+    # A batch with nothing to tell apart gives zeros, not NaN.
+    np.testing.assert_array_equal(losses.normalized_advantages(np.full((2, 3), 0.5)).numpy(),
+                                  np.zeros((2, 3)))
+    with pytest.raises(ValueError):
+        losses.normalized_advantages(np.zeros(4))
+
+
+@pytest.mark.parametrize("clip", [None, 0.3])
+def test_impala_loss_normalizes_the_policy_terms_advantages_only(clip):
+    rng = np.random.default_rng(11)
+    inputs = _impala_inputs(rng)
+    costs = dict(baseline_cost=0.5, entropy_cost=0.01, surrogate_clip=clip)
+    plain = losses.impala_loss_terms(**inputs, **costs)
+    normalized = losses.impala_loss_terms(**inputs, **costs, normalize_advantages=True)
+    vt = vtrace.from_logits(
+        behaviour_policy_logits=inputs["behaviour_logits"],
+        target_policy_logits=inputs["target_logits"], actions=inputs["actions"],
+        discounts=inputs["discounts"], rewards=inputs["rewards"], values=inputs["values"],
+        bootstrap_value=inputs["bootstrap_value"])
+    if clip is None:
+        advantages = vt.pg_advantages.numpy()
+    else:
+        vs = vt.vs.numpy()
+        vs_next = np.concatenate([vs[1:], inputs["bootstrap_value"][None]], axis=0)
+        advantages = inputs["rewards"] + inputs["discounts"] * vs_next - inputs["values"]
+    scaled = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    if clip is None:
+        pg = losses.policy_gradient_loss(logits=inputs["target_logits"], actions=inputs["actions"],
+                                         advantages=scaled)
+    else:
+        pg = losses.clipped_surrogate_loss(
+            logits=inputs["target_logits"], behaviour_logits=inputs["behaviour_logits"],
+            actions=inputs["actions"], advantages=scaled, clip=clip)
+    np.testing.assert_allclose(normalized[3]["pg_loss"].numpy(), pg.numpy(), rtol=1e-10)
+    assert not np.isclose(plain[3]["pg_loss"].numpy(), pg.numpy())
+    # The value and entropy terms, and the reported advantage mean, are untouched.
+    for name in ("baseline_loss", "entropy_loss"):
+        assert normalized[3][name].numpy() == plain[3][name].numpy()
+    np.testing.assert_allclose(normalized[2]["advantage_mean"].numpy(), advantages.mean(),
+                               rtol=1e-10)
