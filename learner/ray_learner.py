@@ -11,6 +11,7 @@ to actors and the driver. A single learner is a group of one of these
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any, Callable, Sequence
 
 import ray
@@ -26,6 +27,10 @@ class LearnerHost:
 
     def __init__(self):
         self._service = None
+        # Actors are started while this host builds (run/launch_ray.py): their first call,
+        # `latest_weights`, waits here until `start` has finished, and fails if it failed.
+        self._built = threading.Event()
+        self._start_error: str | None = None
 
     def pid(self) -> int:
         return os.getpid()
@@ -49,17 +54,30 @@ class LearnerHost:
         restored from. With several `addresses` it returns once every host has joined."""
         from impala_rep.learner.build import build_learner_service
 
-        self._service = build_learner_service(
-            config=config, observation_shape=observation_shape, agent_factory=agent_factory,
-            frame_skip=frame_skip, loss_fn=loss_fn, resume=resume, host=host,
-            addresses=addresses, publish=ray.put)
+        try:
+            self._service = build_learner_service(
+                config=config, observation_shape=observation_shape, agent_factory=agent_factory,
+                frame_skip=frame_skip, loss_fn=loss_fn, resume=resume, host=host,
+                addresses=addresses, publish=ray.put)
+        except BaseException as error:
+            self._start_error = f"{type(error).__name__}: {error}"
+            raise
+        finally:
+            self._built.set()
         return self._service.restored_from
+
+    def _built_service(self):
+        """The service, once `start` has built it (waiting for that); RuntimeError if it failed."""
+        self._built.wait()
+        if self._service is None:
+            raise RuntimeError(f"the learner could not start ({self._start_error})")
+        return self._service
 
     def enqueue(self, unroll, stats=None, *, sender=None):
         return self._service.enqueue(unroll, stats, sender=sender)
 
     def latest_weights(self):
-        return self._service.latest_weights()
+        return self._built_service().latest_weights()
 
     def report(self):
         return self._service.report()

@@ -491,3 +491,16 @@ def test_readme_flag_table_lists_every_train_flag():
     table = "\n".join(line for line in readme.splitlines() if line.startswith("| `--"))
     listed = set(re.findall(r"`(--[a-z-]+)", table))
     assert {f.flag for f in config_fields()} | {"--preset", "--resume"} <= listed
+
+
+def test_checkpoint_step_reads_the_index_without_tensorflow(tmp_path):
+    from impala_rep.run.resume import checkpoint_step
+
+    (tmp_path / "checkpoints").mkdir()
+    index = tmp_path / "checkpoints" / "checkpoint"
+    index.write_text(f'model_checkpoint_path: "{tmp_path}/checkpoints/ckpt-1234"\n'
+                     f'all_model_checkpoint_paths: "{tmp_path}/checkpoints/ckpt-1000"\n'
+                     f'all_model_checkpoint_paths: "{tmp_path}/checkpoints/ckpt-1234"\n')
+    assert checkpoint_step(str(tmp_path)) == 1234
+    index.write_text('model_checkpoint_path: "ckpt-7"\n')
+    assert checkpoint_step(str(tmp_path)) == 7

@@ -243,3 +243,32 @@ def reference_learner(config, factory, replicator, observation_shape):
     return Learner(agent=factory(), replicator=replicator, observation_shape=observation_shape,
                    total_steps=config.total_learner_steps(), loss=config.loss,
                    optimizer=config.optimizer)
+
+
+def test_a_host_serves_weights_once_built_and_refuses_them_if_its_start_failed():
+    """Actors start while the learner builds: their first call waits for the build, and
+    fails with the build's error rather than hanging when the build fails."""
+    import threading
+
+    from impala_rep.learner.ray_learner import LearnerHost
+
+    host, answers = LearnerHost(), []
+
+    def ask():
+        try:
+            answers.append(host.latest_weights())
+        except RuntimeError as err:
+            answers.append(str(err))
+
+    waiting = threading.Thread(target=ask, daemon=True)
+    waiting.start()
+    time.sleep(0.5)
+    assert waiting.is_alive() and not answers  # no service yet: it waits
+    config = TrainConfig().replace({"learner_devices": "gpu"})  # no GPU here: the build fails
+    with pytest.raises(ValueError, match="no GPU"):
+        host.start(config=config, observation_shape=(4,), agent_factory=functools.partial(
+            mlp_agent, 2, (8,)))
+    waiting.join(timeout=10)
+    assert not waiting.is_alive()
+    assert answers and answers[0].startswith("the learner could not start (ValueError:"), answers
+    assert "no GPU" in answers[0]

@@ -139,16 +139,25 @@ def test_a_resume_with_another_batch_size_keeps_the_learning_rate_where_the_fram
         assert lower - 1e-7 <= record["learning_rate"] <= upper + 1e-7, record
 
 
-def test_a_resume_that_fails_to_restore_leaves_config_json_as_it_was(tmp_path):
+@pytest.mark.parametrize("launcher", ["local", "ray"])
+def test_a_resume_that_fails_to_restore_leaves_config_json_as_it_was(tmp_path, launcher):
+    """Under Ray the actors are already starting, waiting for the learner's first weights,
+    when its restore fails: the run still ends at once with the learner's error."""
+    from impala_rep.run.resume import checkpoint_step
+
     logdir = tmp_path / "run"
     first = train_in_subprocess({**SMALL, "launcher": "local", "logdir": str(logdir), "num_actors": 1,
                                  "total_frames": 10_000})
     assert first.returncode == 0, first.stderr[-3000:]
     saved = (logdir / "config.json").read_bytes()
+    # The driver reads the newest checkpoint's step from TensorFlow's own index.
+    steps = [int(path.name.split("-")[1].split(".")[0])
+             for path in (logdir / "checkpoints").glob("ckpt-*.index")]
+    assert steps and checkpoint_step(str(logdir)) == max(steps) > 0
     for data in (logdir / "checkpoints").glob("ckpt-*.data-*"):
         data.write_bytes(b"not a checkpoint")  # every checkpoint unreadable
     more = subprocess.run([sys.executable, "-m", "impala_rep", "train", "--resume", str(logdir),
-                           "--launcher", "local", "--total-frames", "20000", "--batch-size", "32"],
+                           "--launcher", launcher, "--total-frames", "20000", "--batch-size", "32"],
                           capture_output=True, text=True, timeout=300)
     assert more.returncode == 1, more.stdout + more.stderr
     assert "the learner could not start" in more.stderr and "Traceback" not in more.stderr

@@ -33,7 +33,8 @@ class LocalLauncher:
     def connect(self) -> None:
         """Nothing to connect to: everything runs in this process."""
 
-    def start(self) -> LearnerReport:
+    def start(self) -> None:
+        """Builds the learner (restored, on resume) in this process; then `fleet` is ready."""
         from impala_rep.learner.build import build_learner_service
 
         plan, config = self._plan, self._plan.config
@@ -45,9 +46,11 @@ class LocalLauncher:
         except Exception as err:  # noqa: BLE001 - the learner's construction, in any way
             raise TrainingFailed(f"the learner could not start: {one_line(err)}") from None
         self.restored_from = self._service.restored_from
-        first = self._service.report()
         self.fleet = _ThreadActorFleet(plan, self._service)
-        return first
+
+    def wait_started(self) -> LearnerReport:
+        """The learner's first report (`start` has built it already)."""
+        return self._service.report()
 
     def placement(self) -> None:
         return None

@@ -59,8 +59,11 @@ class RayLauncher:
                              f"cluster there ({one_line(err)})") from None
         check_resources(config, ray.cluster_resources(), embedded=not config.run.ray_address)
 
-    def start(self) -> LearnerReport:
-        """Starts the learner (restored, on resume), then the actors; the learner's first report."""
+    def start(self) -> None:
+        """Starts building the learner (restored, on resume) and returns once Ray has placed
+        it; `fleet` can start actors at once. They import TensorFlow and build while the
+        learner does, and wait in their first call to it (`latest_weights`) until it is
+        built: start-up costs the slower of the two, not their sum."""
         from impala_rep.learner.learner_group import create_learner_group
 
         plan, config = self._plan, self._plan.config
@@ -68,12 +71,17 @@ class RayLauncher:
             self._learner = create_learner_group(config, plan.observation_shape, plan.agent_factory,
                                                  plan.frame_skip, loss_fn=plan.loss_fn,
                                                  resume=plan.resume)
-            self.restored_from = self._learner.wait_started()  # built (and restored)
-            first = self._learner.report()
-        except (RuntimeError, ray.exceptions.RayError) as err:  # e.g. its constructor raised
+        except (RuntimeError, ray.exceptions.RayError) as err:  # e.g. never placed
             raise TrainingFailed(f"the learner could not start: {_describe(err)}") from None
         self.fleet = _RayActorFleet(plan, self._learner)
-        return first
+
+    def wait_started(self) -> LearnerReport:
+        """Waits until the learner is built (and restored); its first report."""
+        try:
+            self.restored_from = self._learner.wait_started()
+            return self._learner.report()
+        except (RuntimeError, ray.exceptions.RayError) as err:  # e.g. its constructor raised
+            raise TrainingFailed(f"the learner could not start: {_describe(err)}") from None
 
     def placement(self) -> str | None:
         """On a cluster, where Ray placed the learner hosts and actors; None on one machine.

@@ -33,6 +33,7 @@ class RunPlan:
     agent_factory: Callable[[], Any]
     loss_fn: Callable[..., Any] | None  # None: the IMPALA loss
     resume: bool
+    start_step: int = 0  # the learner step a resumed run continues from (0: a new run)
 
 
 def default_agent_factory(agent: AgentConfig, observation_shape, num_actions: int,
@@ -91,7 +92,7 @@ def prepare(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
     from impala_rep.envs.factory import check_env_options, describe_env
     from impala_rep.run.code_check import check_user_code
     from impala_rep.run.resources import check_devices, check_memory
-    from impala_rep.run.resume import check_resumable
+    from impala_rep.run.resume import check_resumable, checkpoint_step
     from impala_rep.run.user_code import resolve_agent_and_loss
 
     # This machine's devices and memory: only where the run's processes will run (the
@@ -106,8 +107,10 @@ def prepare(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
         if on_this_machine:
             check_memory(config, env_spec.observation_shape, env_spec.observation_dtype,
                          env_spec.num_actions)
+        start_step = 0
         if resume:
             check_resumable(config)
+            start_step = checkpoint_step(config.run.logdir)
         else:
             check_logdir(config.run.logdir)
         agent_factory, loss = resolve_agent_and_loss(
@@ -128,4 +131,5 @@ def prepare(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
         raise SetupError(str(err)) from None
     return RunPlan(config=config, observation_shape=tuple(env_spec.observation_shape),
                    num_actions=int(env_spec.num_actions), frame_skip=int(env_spec.frame_skip),
-                   agent_factory=agent_factory, loss_fn=loss, resume=resume)
+                   agent_factory=agent_factory, loss_fn=loss, resume=resume,
+                   start_step=start_step)

@@ -95,6 +95,12 @@ class ActorSupervisor:
         self._started_at[slot] = time.monotonic()
         self._fleet.start(slot, seed)
 
+    def learner_ready(self) -> None:
+        """The learner is built: actors started before could not send anything until now,
+        so their silence counts from here."""
+        now = time.monotonic()
+        self._started_at = [max(started, now) for started in self._started_at]
+
     def poll(self, timeout_s: float) -> list[ActorFailure]:
         """Waits up to `timeout_s` for actor loops to end; replaces the failed ones.
 

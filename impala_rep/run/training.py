@@ -7,8 +7,9 @@ actors (Ray processes, `run/launch_ray.py`, or threads in this process,
 metrics, the progress line, TensorBoard and events (`run/monitor.py`). The
 driver loop below only connects them; training never passes through it.
 
-A launcher answers: `connect()` (starts or joins Ray, if it uses it), `start() ->
-LearnerReport` (the learner built, restored on resume), `restored_from`, `fleet`
+A launcher answers: `connect()` (starts or joins Ray, if it uses it), `start()` (the
+learner starts building, restored on resume; `fleet` can start actors from then on),
+`wait_started() -> LearnerReport` (the learner built), `restored_from`, `fleet`
 (where actors run: the `ActorFleet` the driver's `ActorSupervisor` fills),
 `placement()`, `report() -> LearnerReport` (raises `LearnerLost`), `stop_learner()
 -> checkpoint` (raises `LearnerLost`), `close()` (actors stopped, Ray shut down)
@@ -25,7 +26,7 @@ from impala_rep.config import TrainConfig
 from impala_rep.run.errors import (LearnerLost, SetupError, TrainingFailed, TrainingInterrupted)
 from impala_rep.run.ray_setup import prepare_ray_import
 from impala_rep.run.monitor import Monitor, TrainResult
-from impala_rep.run.prepare import prepare
+from impala_rep.run.prepare import RunPlan, prepare
 from impala_rep.run.shutdown import StopSignals
 from impala_rep.run.supervisor import ActorCrashLoop, ActorSupervisor
 
@@ -72,7 +73,7 @@ def train(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
         launcher = _launcher(plan)
         monitor = Monitor(plan, out=out, start=start)
         try:
-            failure = _drive(launcher, monitor, signals, config)
+            failure = _drive(launcher, monitor, signals, plan)
         finally:
             try:
                 launcher.close()
@@ -92,17 +93,23 @@ def train(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
     return result
 
 
-def _drive(launcher, monitor: Monitor, signals: StopSignals, config: TrainConfig) -> str | None:
+def _drive(launcher, monitor: Monitor, signals: StopSignals, plan: RunPlan) -> str | None:
     """Starts the run, watches it until it is done, fails or is stopped, and stops it;
     returns why it failed (None: it did not)."""
+    config = plan.config
     launcher.connect()
     if signals.received is not None:
         return None
-    first = launcher.start()
+    launcher.start()
+    # The actors start while the learner builds (each waits for its first weights), so
+    # their start-up overlaps the learner's; their seeds mix in the step the run resumes
+    # from, which the driver reads from the checkpoint index (`RunPlan.start_step`).
     actors = ActorSupervisor(fleet=launcher.fleet, num_actors=config.actors.num_actors,
-                             seed=config.run.seed, start_step=first.learner_steps,
+                             seed=config.run.seed, start_step=plan.start_step,
                              max_failures=config.actors.max_actor_failures,
                              timeout_s=config.actors.actor_timeout_s)
+    first = launcher.wait_started()
+    actors.learner_ready()
     placement = launcher.placement()  # may fail (TrainingFailed): nothing is written yet
     monitor.open(first, restored_from=launcher.restored_from)
     if placement is not None:
