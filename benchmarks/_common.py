@@ -11,10 +11,22 @@ from typing import Any, Sequence
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # errors too: TF logs "failed call to cuInit" as one
 
 
+def import_tensorflow():
+    """TensorFlow, imported as the CLI does: its start-up notes (oneDNN, "Could not find
+    cuda drivers"), written before any log level applies, are discarded."""
+    from impala_rep.run.console import quiet_native_logs
+
+    quiet_native_logs(verbose=False)
+    import tensorflow as tf
+
+    return tf
+
+
 def machine() -> dict[str, Any]:
     """What the numbers were measured on."""
     import ray
-    import tensorflow as tf
+
+    tf = import_tensorflow()
 
     mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return {"cpus": os.cpu_count(), "memory_gib": round(mem_gib, 1), "python": platform.python_version(),

@@ -43,6 +43,8 @@ def role(pid: int) -> str:
         cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return "gone"
+    if not cmdline.strip():  # exited, not yet reaped (a zombie has no command line)
+        return "gone"
     if cmdline.startswith("ray::LearnerHost"):
         return "learner"
     if cmdline.startswith("ray::_ActorProcess"):

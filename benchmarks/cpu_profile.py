@@ -61,7 +61,7 @@ def _cpu_us_per_frame(fn, frames_per_call: int, seconds: float, repeats: int = 5
 
 def work_costs(config, seconds: float) -> dict[str, float]:
     """CPU µs per env frame of each part of the work, measured alone on one thread."""
-    import tensorflow as tf
+    tf = _common.import_tensorflow()
 
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)

@@ -26,10 +26,12 @@ from typing import NamedTuple, Sequence
 import numpy as np
 import tensorflow as tf
 
+# Re-exported: what the index names, read without TensorFlow (the driver reads it).
+from impala_rep.learner.checkpoint_index import CHECKPOINT_SUBDIR, newest_checkpoint
+
 __all__ = ["RunCheckpoint", "RunCounters", "restore_newest_readable", "newest_checkpoint",
            "CHECKPOINT_SUBDIR"]
 
-CHECKPOINT_SUBDIR = "checkpoints"
 
 _log = logging.getLogger(__name__)
 
@@ -80,20 +82,6 @@ def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: str | os
         status.assert_existing_objects_matched()
         return path
     raise FileNotFoundError(f"no readable checkpoint in {directory!r} ({'; '.join(failures)})")
-
-
-def newest_checkpoint(directory: str | os.PathLike) -> tuple[str, int] | None:
-    """(path, learner step) of the checkpoint `directory`'s index names, or None.
-
-    Read from disk rather than from the learner's last report, so that a checkpoint
-    written just before the learner died is still found. `RunCheckpoint.save`
-    numbers checkpoints by learner step (`ckpt-<step>`).
-    """
-    state = tf.train.get_checkpoint_state(os.fspath(directory))
-    if state is None or not state.model_checkpoint_path:
-        return None
-    path = state.model_checkpoint_path
-    return path, int(path.rsplit("-", 1)[1])
 
 
 class RunCheckpoint:

@@ -154,6 +154,12 @@ def test_a_resume_that_fails_to_restore_leaves_config_json_as_it_was(tmp_path, l
     steps = [int(path.name.split("-")[1].split(".")[0])
              for path in (logdir / "checkpoints").glob("ckpt-*.index")]
     assert steps and checkpoint_step(str(logdir)) == max(steps) > 0
+    import tensorflow as tf
+
+    from impala_rep.learner.checkpoint_index import newest_checkpoint
+
+    state = tf.train.get_checkpoint_state(str(logdir / "checkpoints"))
+    assert newest_checkpoint(logdir / "checkpoints") == (state.model_checkpoint_path, max(steps))
     for data in (logdir / "checkpoints").glob("ckpt-*.data-*"):
         data.write_bytes(b"not a checkpoint")  # every checkpoint unreadable
     more = subprocess.run([sys.executable, "-m", "impala_rep", "train", "--resume", str(logdir),

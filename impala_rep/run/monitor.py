@@ -174,7 +174,7 @@ class Monitor:
 
     def _newest_checkpoint(self) -> tuple[str, int] | None:
         """The newest checkpoint on disk (one written after the last report counts too)."""
-        from impala_rep.learner.checkpointing import CHECKPOINT_SUBDIR, newest_checkpoint
+        from impala_rep.learner.checkpoint_index import CHECKPOINT_SUBDIR, newest_checkpoint
 
         directory = pathlib.Path(self._config.run.logdir) / CHECKPOINT_SUBDIR
         return newest_checkpoint(directory) or self.last_checkpoint

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import pathlib
-import re
 from typing import Any, Mapping
 
 from impala_rep.config import TrainConfig, config_fields
@@ -56,17 +55,17 @@ def load_run_config(logdir: str) -> TrainConfig:
 
 
 def checkpoint_step(logdir: str) -> int:
-    """The learner step of the checkpoint `logdir`'s index names as the newest (`ckpt-<step>`),
-    read without TensorFlow (the index is a text proto); 0 if it names none.
+    """The learner step of the checkpoint `logdir`'s index names as the newest; 0 if none.
 
     The learner restores the newest *readable* one, which is this one unless its files are
     damaged; the driver needs the step before the learner has built, to seed the actors
     it starts meanwhile (`run/supervisor.py`, `actor_seed`), and any step the run has not
     started from before keeps their episodes new.
     """
-    text = (pathlib.Path(logdir) / _CHECKPOINT_INDEX).read_text()
-    match = re.search(r'^model_checkpoint_path:\s*"(?:.*[-])?(\d+)"', text, re.MULTILINE)
-    return int(match.group(1)) if match else 0
+    from impala_rep.learner.checkpoint_index import CHECKPOINT_SUBDIR, newest_checkpoint
+
+    newest = newest_checkpoint(pathlib.Path(logdir) / CHECKPOINT_SUBDIR)
+    return 0 if newest is None else newest[1]
 
 
 def resumed_config(saved: TrainConfig, changes: Mapping[str, Any]) -> TrainConfig:
