@@ -1,0 +1,127 @@
+"""Side by side with RLlib's IMPALA on CartPole-v1: env frames/s and time to 475 from launch.
+
+    .venv/bin/python benchmarks/rllib_peer.py [--seeds 1] [--rllib-seconds 600]
+        [--venv runs/benchmarks/rllib-venv] [-- OUR TRAIN FLAGS ...]
+
+The peer runs in a venv of its own, made on the first run (`ray[rllib]` at this venv's Ray
+version and the CPU build of torch 2.13.0 that the machine keeps on disk; a few minutes),
+so this project never depends on RLlib or torch. One at a time, never together, each
+seed runs:
+
+1. RLlib's IMPALA (new API stack, torch) with its tuned example's settings
+   (`tuned_examples/impala/cartpole_impala.py`: batch 500, lr 5e-4, vf 0.05, entropy 0,
+   shared layers) on 2 env runners × 8 envs, until its mean return reaches 475 or
+   `--rllib-seconds` pass (`_rllib_impala_cartpole.py`);
+2. `impala-rep train --env CartPole-v1 --seed S` (1M frames, default flags, 2 actors;
+   anything after `--` is added), as `learning.py` runs it.
+
+Both are timed from their command's launch (imports and Ray start included). Prints the
+median env frames/s (ours: the reports' `env_fps`; RLlib: each training iteration's
+frames over its seconds, the first, which holds the build, left out), frames/s over the
+whole run, and frames and seconds to 475; writes `runs/benchmarks/rllib_peer.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+import _common  # noqa: F401  (quiets TensorFlow before it is imported)
+from _common import table, write_json
+from learning import TASKS, run_one
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PEER = pathlib.Path(__file__).with_name("_rllib_impala_cartpole.py")
+TORCH = "torch==2.13.0"  # the CPU build on this machine's disk (any other pulls a CUDA build)
+TARGET = 475.0
+
+
+def ensure_venv(venv: pathlib.Path) -> pathlib.Path:
+    """The peer's Python, making its venv first if it has none."""
+    python = venv / "bin" / "python"
+    if python.exists():
+        return python
+    import ray
+
+    print(f"making {venv} (ray[rllib]=={ray.__version__}, {TORCH}); a few minutes", flush=True)
+    try:
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        for packages in ([TORCH], [f"ray[rllib]=={ray.__version__}", TORCH]):
+            subprocess.run([str(python), "-m", "pip", "install", "--quiet", *packages], check=True)
+    except subprocess.CalledProcessError as err:
+        shutil.rmtree(venv, ignore_errors=True)  # a half-made venv would be taken for a made one
+        raise SystemExit(f"could not make the peer's venv: {err}") from None
+    return python
+
+
+def run_rllib(python: pathlib.Path, seed: int, seconds: float) -> dict:
+    launch = time.time()
+    process = subprocess.run([str(python), str(PEER), "--launch", str(launch), "--seconds",
+                              str(seconds), "--target", str(TARGET), "--seed", str(seed)],
+                             capture_output=True, text=True)
+    wall_s = time.time() - launch
+    records = [json.loads(line) for line in process.stdout.splitlines() if line.startswith("{")]
+    if process.returncode != 0 or not records:
+        raise SystemExit(f"the RLlib run failed (exit {process.returncode}):\n{process.stderr[-3000:]}")
+    rates = [(b["frames"] - a["frames"]) / (b["s"] - a["s"])
+             for a, b in zip(records, records[1:]) if b["s"] > a["s"]]
+    hit = next((r for r in records if r["return"] is not None and r["return"] >= TARGET), None)
+    return {"seed": seed, "median_env_fps": statistics.median(rates) if rates else None,
+            "fps_from_launch": records[-1]["frames"] / wall_s, "frames": records[-1]["frames"],
+            "seconds": wall_s, "final_return": records[-1]["return"],
+            "frames_to_475": hit and hit["frames"], "seconds_to_475": hit and round(hit["s"], 1)}
+
+
+def run_ours(seed: int, logdir: pathlib.Path, extra: list[str]) -> dict:
+    result = run_one(TASKS["cartpole"], seed, logdir, ["--num-actors", "2", *extra])
+    records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
+    return {"seed": seed, "median_env_fps": statistics.median(r["env_fps"] for r in records),
+            "fps_from_launch": result["frames_per_s_from_launch"], "frames": result["frames"],
+            "seconds": result["seconds"], "final_return": result["final_return"],
+            "frames_to_475": result["frames_to_threshold"],
+            "seconds_to_475": result["seconds_to_threshold"]}
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1])
+    parser.add_argument("--rllib-seconds", type=float, default=600.0)
+    parser.add_argument("--venv", default=str(ROOT / "runs" / "benchmarks" / "rllib-venv"))
+    parser.add_argument("--out", default=str(ROOT / "runs" / "benchmarks" / "rllib_peer"))
+    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    python = ensure_venv(pathlib.Path(args.venv))
+    out = pathlib.Path(args.out)
+    rows, results = [], []
+    for seed in args.seeds:
+        print(f"seed {seed}: RLlib IMPALA ...", flush=True)
+        peer = run_rllib(python, seed, args.rllib_seconds)
+        print(f"seed {seed}: impala-rep {' '.join(extra)} ...", flush=True)
+        logdir = out / f"ours-s{seed}"
+        shutil.rmtree(logdir, ignore_errors=True)
+        ours = run_ours(seed, logdir, extra)
+        results.append({"seed": seed, "rllib": peer, "ours": ours})
+        for name, r in (("RLlib IMPALA", peer), ("impala-rep", ours)):
+            rows.append([name, seed, f"{r['median_env_fps']:,.0f}", f"{r['fps_from_launch']:,.0f}",
+                         f"{r['frames']:,}", f"{r['seconds']:.0f}", r["final_return"],
+                         f"{r['frames_to_475']:,}" if r["frames_to_475"] else "not reached",
+                         r["seconds_to_475"] or "–"])
+        rows.append(["ratio", seed, f"{ours['median_env_fps'] / peer['median_env_fps']:.1f}×",
+                     f"{ours['fps_from_launch'] / peer['fps_from_launch']:.1f}×", "", "", "", "",
+                     (f"{peer['seconds_to_475'] / ours['seconds_to_475']:.1f}× sooner"
+                      if peer["seconds_to_475"] and ours["seconds_to_475"] else "")])
+    print(table(["system", "seed", "median env frames/s", "frames/s from launch", "frames",
+                 "run s", "final return", "frames to 475", "s to 475 from launch"], rows))
+    write_json(str(out) + ".json", {"machine": _common.machine(), "our_flags": extra,
+                                    "results": results})
+
+
+if __name__ == "__main__":
+    main()

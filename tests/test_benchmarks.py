@@ -1,0 +1,44 @@
+"""The benchmark scripts' own logic (their measurements run outside the suite: README)."""
+
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "benchmarks"))
+
+import _procs  # noqa: E402
+import projection  # noqa: E402
+
+
+def test_an_exited_unreaped_process_is_gone_not_rays():
+    """A zombie has no command line; counting it as Ray's moved all the actors' CPU there."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        deadline, stat = time.monotonic() + 30, pathlib.Path(f"/proc/{child.pid}/stat")
+        while stat.read_text().rsplit(") ", 1)[1][0] != "Z":  # not reaped: nothing waits yet
+            assert time.monotonic() < deadline, "the child did not exit"
+            time.sleep(0.05)
+        assert pathlib.Path(f"/proc/{child.pid}/cmdline").read_bytes() == b""
+        assert _procs.role(child.pid) == "gone"
+        assert _procs.cpu_seconds(child.pid) is not None  # its last CPU reading is kept
+    finally:
+        child.wait()
+    assert _procs.role(child.pid) == "gone"  # reaped: no /proc entry at all
+    assert _procs.role(_procs.os.getpid()) == "ray"  # neither train nor a Ray actor
+
+
+def test_projection_takes_the_side_that_saturates_first():
+    profile = {"run": {"frames": 1_000_000, "cpu_s": {"actor": 20.0, "learner": 40.0},
+                       "cpu_s_startup": {"actor": 10.0, "learner": 15.0}}}
+    actor_fps, learner_fps = projection.rates(profile)
+    assert actor_fps == pytest.approx(100_000) and learner_fps == pytest.approx(40_000)
+    rows = projection.project(actor_fps, learner_fps, 0.5, actors=[1, 4], devices=[1, 4])
+    expected = {(1, 1): (40_000, "learner"), (1, 4): (80_000, "learner"),
+                (4, 1): (40_000, "learner"), (4, 4): (80_000, "learner")}
+    rows += projection.project(10_000.0, learner_fps, 1.0, actors=[2], devices=[4])
+    expected[(2, 4)] = (20_000, "actors")
+    for n, k, _, _, got, side in rows:
+        assert (float(got.replace(",", "")), side) == expected[(n, k)]
