@@ -33,6 +33,8 @@ def rates(profile: dict) -> tuple[float, float]:
     run = profile["run"]
     per_frame = {role: (run["cpu_s"][role] - run["cpu_s_startup"][role]) / run["frames"]
                  for role in ("actor", "learner")}
+    if min(per_frame.values()) <= 0:  # e.g. a profile from before the actors' CPU was kept
+        raise SystemExit(f"this profile has no training CPU for every role: {per_frame}")
     return 1 / per_frame["actor"], 1 / per_frame["learner"]
 
 

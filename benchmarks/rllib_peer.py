@@ -19,6 +19,9 @@ Both are timed from their command's launch (imports and Ray start included). Pri
 median env frames/s (ours: the reports' `env_fps`; RLlib: each training iteration's
 frames over its seconds, the first, which holds the build, left out), frames/s over the
 whole run, and frames and seconds to 475; writes `runs/benchmarks/rllib_peer.json`.
+The whole-run rates are of runs of different lengths (ours 1M frames, RLlib's until 475),
+so start-up weighs differently in each; our frames are those the learner consumed, RLlib's
+those its env runners sampled.
 """
 
 from __future__ import annotations
@@ -62,17 +65,19 @@ def ensure_venv(venv: pathlib.Path) -> pathlib.Path:
 
 def run_rllib(python: pathlib.Path, seed: int, seconds: float) -> dict:
     launch = time.time()
+    # Bounded: an iteration takes ~10 s, so a peer still running long after its time is stuck
+    # (as it was with one CPU slot per core: its learner's aggregator never started).
     process = subprocess.run([str(python), str(PEER), "--launch", str(launch), "--seconds",
                               str(seconds), "--target", str(TARGET), "--seed", str(seed)],
-                             capture_output=True, text=True)
+                             capture_output=True, text=True, timeout=seconds + 300)
     wall_s = time.time() - launch
     records = [json.loads(line) for line in process.stdout.splitlines() if line.startswith("{")]
-    if process.returncode != 0 or not records:
+    if process.returncode != 0 or len(records) < 2:  # a rate needs two iterations
         raise SystemExit(f"the RLlib run failed (exit {process.returncode}):\n{process.stderr[-3000:]}")
     rates = [(b["frames"] - a["frames"]) / (b["s"] - a["s"])
              for a, b in zip(records, records[1:]) if b["s"] > a["s"]]
     hit = next((r for r in records if r["return"] is not None and r["return"] >= TARGET), None)
-    return {"seed": seed, "median_env_fps": statistics.median(rates) if rates else None,
+    return {"seed": seed, "median_env_fps": statistics.median(rates),
             "fps_from_launch": records[-1]["frames"] / wall_s, "frames": records[-1]["frames"],
             "seconds": wall_s, "final_return": records[-1]["return"],
             "frames_to_475": hit and hit["frames"], "seconds_to_475": hit and round(hit["s"], 1)}

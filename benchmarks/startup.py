@@ -37,21 +37,28 @@ def one_start(argv: list[str], logdir: pathlib.Path) -> dict[str, float]:
     command = [sys.executable, "-m", "impala_rep", "train", *argv, "--total-frames", "300000",
                "--report-every", "0.2", "--logdir", str(logdir)]
     launch = time.monotonic()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    tail, seen = MetricsTail(logdir), {}
-    try:
-        while process.poll() is None:
-            for pid in process_tree(process.pid):
-                seen.setdefault(role(pid), time.monotonic() - launch)
-            if any(r["frames"] > 0 for r in tail.new_records()):
-                seen["first trained frame"] = time.monotonic() - launch
-                break
-            time.sleep(_SAMPLE_EVERY_S)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=120)
-    if "first trained frame" not in seen:
-        raise SystemExit(f"the run ended before training (exit {process.returncode}):\n{stderr[-2000:]}")
+    with tempfile.TemporaryFile("w+") as stderr:  # a file: a pipe nobody reads can fill up
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+        tail, seen = MetricsTail(logdir), {}
+        try:
+            while process.poll() is None:
+                for pid in process_tree(process.pid):
+                    seen.setdefault(role(pid), time.monotonic() - launch)
+                if any(r["frames"] > 0 for r in tail.new_records()):
+                    seen["first trained frame"] = time.monotonic() - launch
+                    break
+                time.sleep(_SAMPLE_EVERY_S)
+        finally:
+            process.send_signal(signal.SIGTERM)  # a clean stop, checkpoint and all
+            try:
+                process.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if "first trained frame" not in seen:
+            stderr.seek(0)
+            raise SystemExit(f"the run ended before training (exit {process.returncode}):\n"
+                             f"{stderr.read()[-2000:]}")
     return seen
 
 

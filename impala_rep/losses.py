@@ -125,10 +125,11 @@ def kl_loss(*, behaviour_logits: Any, logits: Any) -> tf.Tensor:
         return tf.reduce_sum(tf.exp(log_mu) * (log_mu - log_pi))
 
 
-def normalized_advantages(advantages: Any, *, epsilon: float = 1e-8) -> tf.Tensor:
+def normalized_advantages(*, advantages: Any, epsilon: float = 1e-8) -> tf.Tensor:
     """``(A - mean) / (std + epsilon)`` over the whole batch, gradient-stopped.
 
-    PPO's advantage normalisation (SB3's ``normalize_advantage``, cleanrl's ``norm_adv``):
+    PPO's advantage normalisation (SB3's ``normalize_advantage``, cleanrl's ``norm_adv``;
+    they divide the variance by n - 1, here by n: immaterial at hundreds of steps a batch):
     the policy term's size then no longer depends on the scale of the rewards, so a
     sparse, small-reward task (Pong's clipped ±1) does not leave it below the entropy
     bonus. Inside a replicated step the mean and the variance are those of every
@@ -145,6 +146,8 @@ def normalized_advantages(advantages: Any, *, epsilon: float = 1e-8) -> tf.Tenso
     with tf.name_scope("normalized_advantages"):
         advantages = tf.stop_gradient(float_tensor(advantages))
         assert_shape("advantages", advantages, ("T", "B"))
+        # tf.distribute directly, not impala_rep.learner's all_reduce: the core imports no
+        # other layer, and outside a strategy (one replica) this is the plain batch mean.
         context = tf.distribute.get_replica_context()
 
         def batch_mean(x):
@@ -319,7 +322,7 @@ def impala_loss_terms(
             advantages = tf.stop_gradient(
                 cast_to(rewards, dtype) + cast_to(discounts, dtype) * vs_next - values)
         # advantage_mean reports the advantages before any normalisation (after it, 0).
-        policy_advantages = (normalized_advantages(advantages) if normalize_advantages
+        policy_advantages = (normalized_advantages(advantages=advantages) if normalize_advantages
                              else advantages)
         if surrogate_clip is None:
             pg = policy_gradient_loss(

@@ -23,7 +23,7 @@ _NEWEST = re.compile(r'^model_checkpoint_path:\s*"((?:[^"\\]|\\.)*)"', re.MULTIL
 
 def newest_checkpoint(directory: str | os.PathLike) -> tuple[str, int] | None:
     """(path, learner step) of the checkpoint `directory`'s index names as the newest, or
-    None (no index, or one that names none). A relative path is taken relative to
+    None (no readable index, or one that names no `ckpt-<step>`). A relative path is taken relative to
     `directory`, as `tf.train.get_checkpoint_state` does.
 
     Read from disk rather than from the learner's last report, so that a checkpoint
@@ -31,7 +31,7 @@ def newest_checkpoint(directory: str | os.PathLike) -> tuple[str, int] | None:
     """
     try:
         text = (pathlib.Path(directory) / _INDEX).read_text(encoding="utf-8")
-    except (FileNotFoundError, NotADirectoryError):
+    except (OSError, UnicodeDecodeError):  # none, or not one TensorFlow wrote
         return None
     match = _NEWEST.search(text)
     if match is None or not match.group(1):
@@ -41,4 +41,5 @@ def newest_checkpoint(directory: str | os.PathLike) -> tuple[str, int] | None:
         "unicode_escape").encode("latin-1").decode("utf-8")
     if not os.path.isabs(path):
         path = os.path.join(os.fspath(directory), path)
-    return path, int(path.rsplit("-", 1)[1])
+    step = os.path.basename(path).rsplit("-", 1)[-1]
+    return (path, int(step)) if step.isdigit() else None  # not a RunCheckpoint's ckpt-<step>

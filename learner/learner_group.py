@@ -135,8 +135,10 @@ def create_learner_group(config: TrainConfig, observation_shape, agent_factory, 
                          resume: bool = False) -> LearnerGroup:
     """Starts the learner: `config.learner.hosts` Ray actors (see the module docstring).
 
-    Call `wait_started()` before using it. `resume` restores every host from the
-    newest readable checkpoint in LOGDIR/checkpoints (written by any number of hosts)."""
+    Actors may be started at once (a host serves `latest_weights` and `enqueue` once
+    built); the driver calls `wait_started()` before its own calls. `resume` restores every
+    host from the newest readable checkpoint in LOGDIR/checkpoints (written by any number of
+    hosts)."""
     count, gpus = config.learner.hosts, learner_gpus(config.learner.devices)
     hosts = [RayLearnerHost.options(
         num_cpus=1,

@@ -74,7 +74,9 @@ class LearnerHost:
         return self._service
 
     def enqueue(self, unroll, stats=None, *, sender=None):
-        return self._service.enqueue(unroll, stats, sender=sender)
+        # In a group, an actor waits for the chief's weights, not for this host's build.
+        service = self._service or self._built_service()
+        return service.enqueue(unroll, stats, sender=sender)
 
     def latest_weights(self):
         return self._built_service().latest_weights()

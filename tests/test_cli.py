@@ -492,29 +492,3 @@ def test_readme_flag_table_lists_every_train_flag():
     listed = set(re.findall(r"`(--[a-z-]+)", table))
     assert {f.flag for f in config_fields()} | {"--preset", "--resume"} <= listed
 
-
-def test_checkpoint_step_reads_the_index_without_tensorflow(tmp_path):
-    (tmp_path / "checkpoints").mkdir()
-    index = tmp_path / "checkpoints" / "checkpoint"
-    index.write_text(f'model_checkpoint_path: "{tmp_path}/checkpoints/ckpt-1234"\n'
-                     f'all_model_checkpoint_paths: "{tmp_path}/checkpoints/ckpt-1000"\n'
-                     f'all_model_checkpoint_paths: "{tmp_path}/checkpoints/ckpt-1234"\n')
-    # In a process of its own: the driver that reads it has not imported TensorFlow.
-    probe = ("import sys; from impala_rep.run.resume import checkpoint_step; "
-             "from impala_rep.learner.checkpoint_index import newest_checkpoint; "
-             f"print(checkpoint_step({str(tmp_path)!r}), "
-             f"newest_checkpoint({str(tmp_path / 'checkpoints')!r})[0]); "
-             "assert 'tensorflow' not in sys.modules, 'imported'")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["1234", f"{tmp_path}/checkpoints/ckpt-1234"]
-    from impala_rep.learner.checkpoint_index import newest_checkpoint
-    from impala_rep.run.resume import checkpoint_step
-
-    index.write_text('model_checkpoint_path: "ckpt-7"\n')  # relative: to the directory
-    assert checkpoint_step(str(tmp_path)) == 7
-    assert newest_checkpoint(tmp_path / "checkpoints") == (str(tmp_path / "checkpoints" / "ckpt-7"), 7)
-    index.write_text('model_checkpoint_path: "/r\\303\\251sum\\"\\303\\251/ckpt-9"\n')  # C escapes
-    assert newest_checkpoint(tmp_path / "checkpoints") == ('/résum"é/ckpt-9', 9)
-    index.unlink()
-    assert checkpoint_step(str(tmp_path)) == 0 and newest_checkpoint(tmp_path / "checkpoints") is None

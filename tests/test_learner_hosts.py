@@ -245,30 +245,37 @@ def reference_learner(config, factory, replicator, observation_shape):
                    optimizer=config.optimizer)
 
 
-def test_a_host_serves_weights_once_built_and_refuses_them_if_its_start_failed():
-    """Actors start while the learner builds: their first call waits for the build, and
-    fails with the build's error rather than hanging when the build fails."""
+def _failing_agent():
+    raise ValueError("this agent cannot be built")
+
+
+def test_a_host_answers_actors_only_once_built_and_refuses_them_if_its_build_failed():
+    """Actors start while the learner builds: their calls wait for the build, and fail with
+    the build's error rather than hanging when the build fails."""
     import threading
 
     from impala_rep.learner.ray_learner import LearnerHost
 
-    host, answers = LearnerHost(), []
+    host, answers = LearnerHost(), {}
 
-    def ask():
+    def ask(name, call):
         try:
-            answers.append(host.latest_weights())
+            answers[name] = call()
         except RuntimeError as err:
-            answers.append(str(err))
+            answers[name] = str(err)
 
-    waiting = threading.Thread(target=ask, daemon=True)
-    waiting.start()
+    waiting = [threading.Thread(target=ask, args=("weights", host.latest_weights), daemon=True),
+               threading.Thread(target=ask, args=("enqueue", lambda: host.enqueue(None)),
+                                daemon=True)]
+    for thread in waiting:
+        thread.start()
     time.sleep(0.5)
-    assert waiting.is_alive() and not answers  # no service yet: it waits
-    config = TrainConfig().replace({"learner_devices": "gpu"})  # no GPU here: the build fails
-    with pytest.raises(ValueError, match="no GPU"):
-        host.start(config=config, observation_shape=(4,), agent_factory=functools.partial(
-            mlp_agent, 2, (8,)))
-    waiting.join(timeout=10)
-    assert not waiting.is_alive()
-    assert answers and answers[0].startswith("the learner could not start (ValueError:"), answers
-    assert "no GPU" in answers[0]
+    assert all(thread.is_alive() for thread in waiting) and not answers  # no service yet
+    with pytest.raises(ValueError, match="cannot be built"):
+        host.start(config=TrainConfig(), observation_shape=(4,), agent_factory=_failing_agent)
+    for thread in waiting:
+        thread.join(timeout=10)
+        assert not thread.is_alive()
+    for name in ("weights", "enqueue"):
+        assert answers[name].startswith("the learner could not start (ValueError:"), answers
+        assert "cannot be built" in answers[name]

@@ -318,14 +318,14 @@ def test_normalized_advantages_by_hand():
     mean = sum(flat) / len(flat)
     std = (sum((a - mean) ** 2 for a in flat) / len(flat)) ** 0.5
     expected = (advantages - mean) / (std + 1e-8)
-    got = losses.normalized_advantages(advantages).numpy()
+    got = losses.normalized_advantages(advantages=advantages).numpy()
     np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
     assert abs(got.mean()) < 1e-10 and got.std() == pytest.approx(1.0, rel=1e-6)
     # A batch with nothing to tell apart gives zeros, not NaN.
-    np.testing.assert_array_equal(losses.normalized_advantages(np.full((2, 3), 0.5)).numpy(),
+    np.testing.assert_array_equal(losses.normalized_advantages(advantages=np.full((2, 3), 0.5)).numpy(),
                                   np.zeros((2, 3)))
     with pytest.raises(ValueError):
-        losses.normalized_advantages(np.zeros(4))
+        losses.normalized_advantages(advantages=np.zeros(4))
 
 
 @pytest.mark.parametrize("clip", [None, 0.3])

@@ -91,7 +91,7 @@ class RayLauncher:
         from impala_rep.learner.learner_group import REPORT_TIMEOUT_S
         from impala_rep.run.ray_cluster import ACTOR_START_TIMEOUT_S
 
-        try:  # the hosts are running (start() waited for them); the actors may not be yet
+        try:  # the hosts are running (wait_started() waited for them); the actors may not be yet
             with self._learner_call():
                 host_nodes = ray.get([host.node_id.remote() for host in self._learner.hosts],
                                      timeout=REPORT_TIMEOUT_S)
@@ -213,7 +213,12 @@ class _RayActorFleet:
 
     def stop(self, timeout_s: float) -> None:
         if self._runs:
-            ray.wait(list(self._runs), num_returns=len(self._runs), timeout=timeout_s)
+            ended, _ = ray.wait(list(self._runs), num_returns=len(self._runs), timeout=timeout_s)
+            for ref in ended:  # read, so Ray does not log a failed loop as an unhandled error
+                try:
+                    ray.get(ref)
+                except ray.exceptions.RayError:
+                    pass
         for actor in self._actors.values():
             ray.kill(actor)
         self._actors.clear()
