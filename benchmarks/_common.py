@@ -22,6 +22,15 @@ def import_tensorflow():
     return tf
 
 
+def split_train_flags(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(the script's own arguments, the `impala-rep train` flags after `--`)."""
+    argv = list(argv)
+    if "--" not in argv:
+        return argv, []
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1:]
+
+
 def machine() -> dict[str, Any]:
     """What the numbers were measured on."""
     import ray

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import pathlib
 import statistics
@@ -35,7 +34,9 @@ import sys
 import time
 
 import _common  # noqa: F401  (quiets TensorFlow before it is imported)
-from _common import MetricsTail, table, write_json
+from _common import MetricsTail, split_train_flags, table, write_json
+
+from impala_rep.run.run_log import read_metrics
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -72,7 +73,6 @@ def run_one(task: Task, seed: int, logdir: pathlib.Path, extra: list[str]) -> di
     command = [str(ROOT / ".venv" / "bin" / "impala-rep"), "train", "--env", task.env,
                "--seed", str(seed), "--total-frames", str(task.frames), "--logdir", str(logdir),
                *task.flags, *extra]
-    metrics = logdir / "metrics.jsonl"
     tail = MetricsTail(logdir)
     start = time.monotonic()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -90,7 +90,7 @@ def run_one(task: Task, seed: int, logdir: pathlib.Path, extra: list[str]) -> di
     stderr = process.stderr.read()
     if process.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed (exit {process.returncode}):\n{stderr}")
-    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    records = read_metrics(logdir)
     returns = [r["episode_return_mean"] for r in records if r["episode_return_mean"] is not None]
     fps = sorted(r["frames"] / r["wall_s"] for r in records if r["wall_s"] > 0)
     return {
@@ -129,9 +129,7 @@ def draw(results: dict[str, list[dict]], path: pathlib.Path) -> None:
 
 
 def main() -> None:
-    argv = sys.argv[1:]
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
-    argv = argv[:argv.index("--")] if "--" in argv else argv
+    argv, extra = split_train_flags(sys.argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=list(DEFAULT_TASKS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])

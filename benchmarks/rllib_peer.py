@@ -36,8 +36,10 @@ import sys
 import time
 
 import _common  # noqa: F401  (quiets TensorFlow before it is imported)
-from _common import table, write_json
+from _common import split_train_flags, table, write_json
 from learning import TASKS, run_one
+
+from impala_rep.run.run_log import read_metrics
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PEER = pathlib.Path(__file__).with_name("_rllib_impala_cartpole.py")
@@ -85,8 +87,8 @@ def run_rllib(python: pathlib.Path, seed: int, seconds: float) -> dict:
 
 def run_ours(seed: int, logdir: pathlib.Path, extra: list[str]) -> dict:
     result = run_one(TASKS["cartpole"], seed, logdir, ["--num-actors", "2", *extra])
-    records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
-    return {"seed": seed, "median_env_fps": statistics.median(r["env_fps"] for r in records),
+    return {"seed": seed,
+            "median_env_fps": statistics.median(r["env_fps"] for r in read_metrics(logdir)),
             "fps_from_launch": result["frames_per_s_from_launch"], "frames": result["frames"],
             "seconds": result["seconds"], "final_return": result["final_return"],
             "frames_to_475": result["frames_to_threshold"],
@@ -94,14 +96,13 @@ def run_ours(seed: int, logdir: pathlib.Path, extra: list[str]) -> dict:
 
 
 def main() -> None:
-    argv = sys.argv[1:]
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv, extra = split_train_flags(sys.argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument("--rllib-seconds", type=float, default=600.0)
     parser.add_argument("--venv", default=str(ROOT / "runs" / "benchmarks" / "rllib-venv"))
     parser.add_argument("--out", default=str(ROOT / "runs" / "benchmarks" / "rllib_peer"))
-    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    args = parser.parse_args(argv)
     python = ensure_venv(pathlib.Path(args.venv))
     out = pathlib.Path(args.out)
     rows, results = [], []

@@ -26,7 +26,7 @@ import tempfile
 import time
 
 import _common  # noqa: F401  (quiets TensorFlow before it is imported)
-from _common import MetricsTail, machine, table, write_json
+from _common import MetricsTail, machine, split_train_flags, table, write_json
 from _procs import process_tree, role
 from cpu_profile import startup_costs
 
@@ -63,13 +63,12 @@ def one_start(argv: list[str], logdir: pathlib.Path) -> dict[str, float]:
 
 
 def main() -> int:
-    argv = sys.argv[1:]
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv, extra = split_train_flags(sys.argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--out", default="runs/benchmarks/startup.json")
-    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    args = parser.parse_args(argv)
     costs = startup_costs()
     budget = costs["ray_start_s"] + costs["tf_import_s"]
     stages = ("ray", "learner", "actor", "first trained frame")

@@ -23,8 +23,8 @@ _NEWEST = re.compile(r'^model_checkpoint_path:\s*"((?:[^"\\]|\\.)*)"', re.MULTIL
 
 def newest_checkpoint(directory: str | os.PathLike) -> tuple[str, int] | None:
     """(path, learner step) of the checkpoint `directory`'s index names as the newest, or
-    None (no readable index, or one that names no `ckpt-<step>`). A relative path is taken relative to
-    `directory`, as `tf.train.get_checkpoint_state` does.
+    None (no readable index, or one that names no `ckpt-<step>`). A relative path is taken
+    relative to `directory`, as `tf.train.get_checkpoint_state` does.
 
     Read from disk rather than from the learner's last report, so that a checkpoint
     written just before the learner died is still found.

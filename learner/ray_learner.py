@@ -27,8 +27,9 @@ class LearnerHost:
 
     def __init__(self):
         self._service = None
-        # Actors are started while this host builds (run/launch_ray.py): their first call,
-        # `latest_weights`, waits here until `start` has finished, and fails if it failed.
+        # Actors are started while this host builds (run/launch_ray.py): their calls
+        # (`latest_weights`, `enqueue`) wait here until `start` has finished, and fail if it
+        # failed.
         self._built = threading.Event()
         self._start_error: str | None = None
 
@@ -67,16 +68,17 @@ class LearnerHost:
         return self._service.restored_from
 
     def _built_service(self):
-        """The service, once `start` has built it (waiting for that); RuntimeError if it failed."""
-        self._built.wait()
-        if self._service is None:
-            raise RuntimeError(f"the learner could not start ({self._start_error})")
+        """The service, once `start` has built it (waiting for that); RuntimeError if it failed.
+        In a group an actor waits for the chief's weights, not for the build of the host it
+        feeds, so `enqueue` waits here too."""
+        if self._service is None:  # set before `_built`: once there, no wait
+            self._built.wait()
+            if self._service is None:
+                raise RuntimeError(f"the learner could not start ({self._start_error})")
         return self._service
 
     def enqueue(self, unroll, stats=None, *, sender=None):
-        # In a group, an actor waits for the chief's weights, not for this host's build.
-        service = self._service or self._built_service()
-        return service.enqueue(unroll, stats, sender=sender)
+        return self._built_service().enqueue(unroll, stats, sender=sender)
 
     def latest_weights(self):
         return self._built_service().latest_weights()

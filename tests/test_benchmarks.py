@@ -42,3 +42,12 @@ def test_projection_takes_the_side_that_saturates_first():
     expected[(2, 4)] = (20_000, "actors")
     for n, k, _, _, got, side in rows:
         assert (float(got.replace(",", "")), side) == expected[(n, k)]
+
+
+def test_train_flags_are_what_follows_the_double_dash():
+    from _common import split_train_flags
+
+    assert split_train_flags(["--seeds", "1", "--", "--passes", "1"]) == (["--seeds", "1"],
+                                                                        ["--passes", "1"])
+    assert split_train_flags(["--seeds", "1"]) == (["--seeds", "1"], [])
+    assert split_train_flags(["--"]) == ([], [])
