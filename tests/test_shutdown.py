@@ -210,11 +210,14 @@ def test_a_failed_log_write_stops_the_run_with_a_checkpoint(tmp_path):
 
     assert process.returncode == 1, out
     assert f"impala-rep: error: cannot write the run's logs in {logdir}: OSError: [Errno 27] File too large" in out
-    match = re.search(r"the last good checkpoint is (\S+) \(learner step (\d+)\); continue with: "
-                      r"impala-rep train --resume (\S+)", out)
+    # The step is printed with thousands separators ("learner step 1,808").
+    match = re.search(r"the last good checkpoint is (\S+) \(learner step (\d{1,3}(?:,\d{3})*)\); "
+                      r"continue with: impala-rep train --resume (\S+)", out)
     assert match and match[3] == str(logdir), out
+    step = match[2].replace(",", "")
+    assert match[1] == str(logdir / "checkpoints" / f"ckpt-{step}"), out
     index = (logdir / "checkpoints" / "checkpoint").read_text()
-    assert f'model_checkpoint_path: "ckpt-{match[2]}"' in index  # the stop's own checkpoint is the newest
+    assert f'model_checkpoint_path: "ckpt-{step}"' in index  # the stop's own checkpoint is the newest
     time.sleep(1.0)
     assert not alive(spawned), f"orphaned processes: {alive(spawned)}"
 
