@@ -361,3 +361,72 @@ def test_impala_loss_normalizes_the_policy_terms_advantages_only(clip):
         assert normalized[3][name].numpy() == plain[3][name].numpy()
     np.testing.assert_allclose(normalized[2]["advantage_mean"].numpy(), advantages.mean(),
                                rtol=1e-10)
+
+
+# --- the surrogate anchored to the learner's policy (PPO's pi_old) ------------------------
+
+
+def test_anchored_surrogate_by_hand():
+    """With `anchor_logits`, V-trace corrects from mu to the anchor (its vs and rho-weighted
+    pg_advantages) and the surrogate's ratio is pi / anchor, written out step by step here."""
+    rng = np.random.default_rng(17)
+    inputs = _impala_inputs(rng)
+    anchor = inputs["target_logits"] + rng.normal(size=inputs["target_logits"].shape) * 0.3
+    clip, baseline_cost, entropy_cost = 0.2, 0.5, 0.01
+    logits = tf.constant(inputs["target_logits"])
+    anchor_t = tf.constant(anchor)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([logits, anchor_t])
+        loss, _, means = losses.impala_loss(
+            **{**inputs, "target_logits": logits}, anchor_logits=anchor_t, surrogate_clip=clip,
+            baseline_cost=baseline_cost, entropy_cost=entropy_cost)
+
+    vt = vtrace.from_logits(  # V-trace of the anchor's policy (tested against its reference)
+        behaviour_policy_logits=inputs["behaviour_logits"], target_policy_logits=anchor,
+        actions=inputs["actions"], discounts=inputs["discounts"], rewards=inputs["rewards"],
+        values=inputs["values"], bootstrap_value=inputs["bootstrap_value"])
+    advantages, vs = vt.pg_advantages.numpy(), vt.vs.numpy()
+    log_pi, log_anchor = log_softmax_by_hand(inputs["target_logits"]), log_softmax_by_hand(anchor)
+    pg, ratios = 0.0, []
+    for t, b in np.ndindex(*inputs["actions"].shape):
+        a = inputs["actions"][t, b]
+        ratio = np.exp(log_pi[t, b, a] - log_anchor[t, b, a])
+        ratios.append(ratio)
+        adv = advantages[t, b]
+        pg -= min(ratio * adv, min(max(ratio, 1 - clip), 1 + clip) * adv)
+    baseline = 0.5 * np.sum((vs - inputs["values"]) ** 2)
+    entropy = np.sum(np.exp(log_pi) * log_pi)
+    np.testing.assert_allclose(loss.numpy(), pg + baseline_cost * baseline + entropy_cost * entropy,
+                               rtol=1e-10)
+    fraction = np.mean(np.abs(np.array(ratios) - 1) > clip)
+    assert 0 < fraction < 1  # the case has clipped and unclipped steps
+    np.testing.assert_allclose(means["surrogate_clipped_fraction"].numpy(), fraction)
+    assert tape.gradient(loss, anchor_t) is None  # the anchor is a constant
+    assert np.any(tape.gradient(loss, logits).numpy())
+
+
+def test_anchored_surrogate_at_the_anchor_is_impalas_policy_gradient():
+    """At pi = anchor the ratio is 1: the update is IMPALA's (its V-trace, rho-weighted
+    policy gradient), so one anchored pass on a batch is the paper's learner step."""
+    rng = np.random.default_rng(19)
+    inputs = {k: tf.constant(v) for k, v in _impala_inputs(rng).items()}
+    costs = dict(baseline_cost=0.5, entropy_cost=0.01, lambda_=0.9)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([inputs["target_logits"], inputs["values"]])
+        anchored, _, _ = losses.impala_loss(**inputs, **costs, surrogate_clip=0.1,
+                                            anchor_logits=inputs["target_logits"])
+        impala, _, _ = losses.impala_loss(**inputs, **costs, surrogate_clip=None)
+        unanchored, _, _ = losses.impala_loss(**inputs, **costs, surrogate_clip=0.1)
+    for key in ("target_logits", "values"):
+        np.testing.assert_allclose(tape.gradient(anchored, inputs[key]).numpy(),
+                                   tape.gradient(impala, inputs[key]).numpy(), atol=1e-12)
+    # Anchored to the actors' policy instead (mu differs from pi here), the update differs.
+    assert not np.allclose(tape.gradient(unanchored, inputs["target_logits"]).numpy(),
+                           tape.gradient(impala, inputs["target_logits"]).numpy())
+
+
+def test_an_anchor_needs_a_surrogate_clip():
+    inputs = _impala_inputs(np.random.default_rng(3))
+    with pytest.raises(ValueError, match="anchor_logits anchor the clipped surrogate"):
+        losses.impala_loss(**inputs, baseline_cost=0.5, entropy_cost=0.0,
+                           anchor_logits=inputs["target_logits"])
