@@ -242,7 +242,7 @@ class RunConfig:
     """The run as a whole: its length, seed, directory, where it runs, how it reports."""
 
     total_frames: int = _field(1_000_000, "env frames to train on (learner-consumed; Atari: "
-                                          "x4 frame skip)")
+                                          "x4 frame skip); MinAtar ids default to 5,000,000")
     seed: int = _field(0, "random seed")
     logdir: str | None = _field(None, "new directory for config.json, metrics.jsonl, TensorBoard "
                                       "events and checkpoints")

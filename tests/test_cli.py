@@ -128,6 +128,20 @@ def test_sticky_actions_and_episodic_life_flags_reach_the_config():
     assert minatar.env.sticky_actions == 0.25
 
 
+def test_a_minatar_id_trains_for_the_minatar_papers_frames_unless_told_otherwise():
+    from impala_rep.run.cli import config_from_args, parse_args
+
+    def frames(*argv):
+        return config_from_args(parse_args(["train", *argv])).run.total_frames
+
+    assert frames("--env", "MinAtar/Breakout-v1") == frames("--env=MinAtar/Asterix-v1") == 5_000_000
+    assert frames("--env", "MinAtar/Breakout-v1", "--total-frames", "300000") == 300_000
+    assert frames("--env", "MinAtar/Breakout-v1", "--preset", "atari") == 50_000_000  # the preset's
+    assert frames() == frames("--env", "Acrobot-v1") == 1_000_000
+    help_text = _cli("train", "--env", "MinAtar/Breakout-v1", "--help", timeout=60).stdout
+    assert "(default: 5000000)" in " ".join(help_text.split())
+
+
 def _fake_run(path, **changes):
     """A run directory as `train` leaves it, minus the (TensorFlow) checkpoint data: config.json
     and the checkpoint index, which is what `--resume` checks before anything starts."""

@@ -13,7 +13,7 @@ import sys
 # TensorFlow-, gymnasium- and Ray-free: `--help` and misuse stay fast.
 from impala_rep.config import TrainConfig
 from impala_rep.devices import parse_devices
-from impala_rep.presets import PRESETS
+from impala_rep.presets import PRESETS, preset_keys
 from impala_rep.run.flags import add_config_flags, config_values, positive_int
 
 # Tolerance for the demo's replicated-vs-single-device check: float32 sums in a
@@ -29,7 +29,7 @@ def _device_spec(text: str) -> str:
     return text
 
 
-def _add_train_arguments(train: argparse.ArgumentParser, preset: str | None, *,
+def _add_train_arguments(train: argparse.ArgumentParser, preset: str | None, env: str | None, *,
                          explicit_only: bool = False) -> None:
     # SUPPRESS as a default is argparse's documented way to leave an absent flag out.
     absent = argparse.SUPPRESS if explicit_only else None
@@ -42,8 +42,9 @@ def _add_train_arguments(train: argparse.ArgumentParser, preset: str | None, *,
                        help="continue the run in LOGDIR from its newest checkpoint, with its saved "
                             "settings; flags given as well change them (not --env or the agent's: "
                             "--network, --use-lstm, --hidden-sizes, --agent)")
-    # One flag per config field; the preset is data on top of the dataclasses' defaults.
-    add_config_flags(train, TrainConfig.from_keys(PRESETS[preset] if preset else {}),
+    # One flag per config field; the env family's defaults and the preset are data on top
+    # of the dataclasses' defaults.
+    add_config_flags(train, TrainConfig.from_keys(preset_keys(preset, env)),
                      explicit_only=explicit_only)
 
 
@@ -66,9 +67,11 @@ def resume_config_from_args(args: argparse.Namespace, explicit: argparse.Namespa
     return resumed_config(saved, config_values(explicit) | {"logdir": args.resume})
 
 
-def build_parser(preset: str | None = None, *, explicit_only: bool = False) -> argparse.ArgumentParser:
+def build_parser(preset: str | None = None, env: str | None = None, *,
+                 explicit_only: bool = False) -> argparse.ArgumentParser:
     """The `impala-rep` parser; `explicit_only` leaves out train's defaults, so the
-    namespace holds just the flags that were given."""
+    namespace holds just the flags that were given. `preset` and `env` choose train's
+    defaults (`impala_rep.presets.preset_keys`)."""
     parser = argparse.ArgumentParser(prog="impala-rep", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo = commands.add_parser(
@@ -82,25 +85,27 @@ def build_parser(preset: str | None = None, *, explicit_only: bool = False) -> a
     demo.add_argument("--batch-size", type=positive_int, default=64, help="global batch size (default: 64)")
     train = commands.add_parser("train", help="train an IMPALA agent (on Ray, or in this process "
                                               "with --launcher local)")
-    _add_train_arguments(train, preset, explicit_only=explicit_only)
+    _add_train_arguments(train, preset, env, explicit_only=explicit_only)
     plot = commands.add_parser("plot", help="write PNG plots of a run's metrics")
     plot.add_argument("logdir", help="a run directory written by `impala-rep train --logdir`")
     return parser
 
 
-def _preset(argv: list[str] | None) -> str | None:
-    """The `--preset` given, read before the full parse so that its values are the
-    defaults there (and in `train --preset P --help`)."""
+def _preset_and_env(argv: list[str] | None) -> tuple[str | None, str | None]:
+    """The `--preset` and `--env` given, read before the full parse so that their
+    defaults are the defaults there (and in `train --preset P --env ID --help`)."""
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--preset")
-    preset = pre.parse_known_args(argv)[0].preset
-    return preset if preset in PRESETS else None  # the full parse reports a bad one
+    pre.add_argument("--env")
+    known = pre.parse_known_args(argv)[0]
+    # The full parse reports a bad preset.
+    return (known.preset if known.preset in PRESETS else None), known.env
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Parses the command line; a `--preset`'s values are the defaults, so flags given
-    explicitly still override them."""
-    return build_parser(_preset(argv)).parse_args(argv)
+    """Parses the command line; the env family's and a `--preset`'s values are the
+    defaults, so flags given explicitly still override them."""
+    return build_parser(*_preset_and_env(argv)).parse_args(argv)
 
 
 def explicit_args(argv: list[str] | None = None) -> argparse.Namespace:
