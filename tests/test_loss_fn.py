@@ -127,3 +127,44 @@ def test_custom_loss_and_cross_replica_batch_norm_two_replicas_equal_one(replica
     for m2, m1 in zip(two["metrics"], one["metrics"]):
         for key in set(m1) - {"value_explained_variance"}:  # a per-shard ratio (impala_loss)
             assert m2[key] == pytest.approx(m1[key], rel=1e-4, abs=1e-5), key
+
+
+def explicit_keywords_loss(*, agent, inputs, outputs, behaviour_logits, actions, rewards,
+                           discounts, config):
+    """A hook with the contract's keywords spelled out: it cannot take `anchor_logits`."""
+    return impala_loss_fn(agent=agent, inputs=inputs, outputs=outputs,
+                          behaviour_logits=behaviour_logits, actions=actions, rewards=rewards,
+                          discounts=discounts, config=config)
+
+
+def test_the_anchor_reaches_hooks_only_when_the_config_asks_for_it():
+    """`train`'s start-up check applies the hook as the learner does: anchored, a hook that
+    forwards `**tensors` runs, one without the keyword is refused naming the contract, and
+    unanchored it runs as before. The default hook refuses a config it was not given the
+    anchor for, rather than training unanchored."""
+    from impala_rep.run.code_check import check_user_code
+
+    anchored = LossConfig(surrogate_anchor="learner")
+    check = dict(agent_factory=lambda: MLPAgent(num_actions=2, hidden_sizes=(8,)),
+                 agent_is_users=False, agent_spec=None, loss_spec="mine:loss",
+                 observation_shape=(4,), observation_dtype="float32", num_actions=2)
+    check_user_code(loss_fn=l2_loss, config=anchored, **check)
+    check_user_code(loss_fn=explicit_keywords_loss, config=LossConfig(), **check)
+    with pytest.raises(ValueError, match=r"bad loss 'mine:loss'.*anchor_logits.*anchor_logits with "
+                                         r"surrogate_anchor learner"):
+        check_user_code(loss_fn=explicit_keywords_loss, config=anchored, **check)
+
+    agent = MLPAgent(num_actions=A, hidden_sizes=(8,))
+    agent.build((OBS,))
+    batch = random_unroll(T=T, B=B, obs_size=OBS, num_actions=A)
+    from impala_rep.agent import AgentInputs
+
+    inputs = AgentInputs(batch.observations, batch.prev_actions, batch.prev_rewards, batch.first)
+    outputs, _ = agent.unroll(inputs, ())
+    tensors = dict(agent=agent, inputs=inputs, outputs=outputs,
+                   behaviour_logits=batch.behaviour_logits, actions=batch.actions,
+                   rewards=batch.rewards, discounts=np.full((T, B), 0.99, np.float32))
+    with pytest.raises(ValueError, match="surrogate_anchor is 'learner' but anchor_logits were not"):
+        impala_loss_fn(**tensors, config=anchored)
+    with pytest.raises(ValueError, match="surrogate_anchor is 'actors' but anchor_logits were given"):
+        impala_loss_fn(**tensors, config=LossConfig(), anchor_logits=outputs.policy_logits[:-1])
