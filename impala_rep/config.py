@@ -180,9 +180,9 @@ class LossConfig:
               "min(rA, clip(r, 1-epsilon, 1+epsilon)A) on V-trace advantages, r = pi/mu")
     surrogate_anchor: str = _field(
         "actors", "the policy the surrogate's ratio r compares with: actors: theirs, mu; learner: "
-                  "the learner's own when the batch's first pass began (PPO's pi_old), with "
-                  "V-trace correcting from mu to it, so the clip bounds only this batch's passes "
-                  "and not the actors' lag (with --passes 1: IMPALA's policy gradient)",
+                  "the learner's own when the batch's first pass began (PPO's pi_old, RLlib "
+                  "APPO's target network), with V-trace correcting from mu to it, so the clip "
+                  "bounds only this batch's passes and not the actors' lag",
         choices=SURROGATE_ANCHORS)
     kl_cost: float = _field(0.0, "weight of KL(behaviour policy || learner policy) in the loss")
     normalize_advantages: bool = _field(

@@ -86,9 +86,8 @@ class LossFn(Protocol):
 
     def __call__(self, *, agent: Agent, inputs: AgentInputs, outputs: AgentOutput,
                  behaviour_logits: tf.Tensor, actions: tf.Tensor, rewards: tf.Tensor,
-                 discounts: tf.Tensor, config: LossConfig,
-                 anchor_logits: tf.Tensor | None = None) -> LossOutput:
-        """`anchor_logits` is passed only with `config.surrogate_anchor == "learner"`."""
+                 discounts: tf.Tensor, config: LossConfig) -> LossOutput:
+        ...
 
 
 def impala_loss_fn(*, agent: Agent, inputs: AgentInputs, outputs: AgentOutput,
@@ -102,10 +101,6 @@ def impala_loss_fn(*, agent: Agent, inputs: AgentInputs, outputs: AgentOutput,
     rest of `impala_loss`'s metrics; `terms` its weighted parts.
     """
     del agent, inputs  # part of the contract; the IMPALA loss needs only the outputs
-    if (config.surrogate_anchor == "learner") != (anchor_logits is not None):
-        # Else a caller that dropped the keyword would train unanchored without a word.
-        raise ValueError(f"config.surrogate_anchor is {config.surrogate_anchor!r} but "
-                         f"anchor_logits {'were not' if anchor_logits is None else 'were'} given")
     logits, baseline = outputs.policy_logits, outputs.baseline
     dims: dict = {}
     assert_shape("outputs.policy_logits", logits, ("T+1", "B", "A"), dims=dims)

@@ -283,8 +283,8 @@ def impala_loss_terms(
         over the batch first (:func:`normalized_advantages`).
       anchor_logits: ``None``, or ``[T, B, NUM_ACTIONS]`` logits (gradient-stopped) of the
         policy the surrogate is anchored to, needing ``surrogate_clip``: the learner's
-        own before this batch's first pass (PPO's ``pi_old``; RLlib APPO's target
-        network, refreshed at every batch). V-trace then corrects from ``mu`` to the anchor (its targets and
+        own before this batch's first pass (PPO's ``pi_old``, RLlib APPO's target
+        network). V-trace then corrects from ``mu`` to the anchor (its targets and
         ``pg_advantages``, ``rho`` = anchor / ``mu``), and the surrogate's ratio is
         ``pi / anchor``: the clip bounds how far this batch's passes move the policy,
         not how far the actors' policy lags. At ``pi`` = anchor the update is IMPALA's.

@@ -375,8 +375,8 @@ def test_anchored_surrogate_by_hand():
     clip, baseline_cost, entropy_cost = 0.2, 0.5, 0.01
     logits = tf.constant(inputs["target_logits"])
     anchor_t = tf.constant(anchor)
-    with tf.GradientTape() as tape:
-        tape.watch(logits)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([logits, anchor_t])
         loss, _, means = losses.impala_loss(
             **{**inputs, "target_logits": logits}, anchor_logits=anchor_t, surrogate_clip=clip,
             baseline_cost=baseline_cost, entropy_cost=entropy_cost)
@@ -401,6 +401,7 @@ def test_anchored_surrogate_by_hand():
     fraction = np.mean(np.abs(np.array(ratios) - 1) > clip)
     assert 0 < fraction < 1  # the case has clipped and unclipped steps
     np.testing.assert_allclose(means["surrogate_clipped_fraction"].numpy(), fraction)
+    assert tape.gradient(loss, anchor_t) is None  # the anchor is a constant
     assert np.any(tape.gradient(loss, logits).numpy())
 
 
