@@ -32,13 +32,12 @@ from impala_rep.value_checks import (SEED_RANGE, STICKY_ACTIONS_RANGE, is_int, i
 
 __all__ = ["TrainConfig", "EnvConfig", "AgentConfig", "ActorConfig", "LearnerConfig", "LossConfig",
            "OptimizerConfig", "RunConfig", "NETWORKS", "REWARD_CLIPPING", "LAUNCHERS", "OPTIMIZERS",
-           "SURROGATE_ANCHORS", "ConfigField", "config_fields"]
+           "ConfigField", "config_fields"]
 
 NETWORKS = ("auto", "mlp", "shallow", "deep", "minatar")
 REWARD_CLIPPING = ("abs_one", "none")
 LAUNCHERS = ("ray", "local")
 OPTIMIZERS = ("rmsprop", "adam")
-SURROGATE_ANCHORS = ("actors", "learner")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -178,12 +177,6 @@ class LossConfig:
     surrogate_clip: float | None = _field(
         0.2, "none: IMPALA's policy gradient; a number epsilon: APPO's clipped surrogate "
               "min(rA, clip(r, 1-epsilon, 1+epsilon)A) on V-trace advantages, r = pi/mu")
-    surrogate_anchor: str = _field(
-        "actors", "the policy the surrogate's ratio r compares with: actors: theirs, mu; learner: "
-                  "the learner's own when the batch's first pass began (PPO's pi_old, RLlib "
-                  "APPO's target network), with V-trace correcting from mu to it, so the clip "
-                  "bounds only this batch's passes and not the actors' lag",
-        choices=SURROGATE_ANCHORS)
     kl_cost: float = _field(0.0, "weight of KL(behaviour policy || learner policy) in the loss")
     normalize_advantages: bool = _field(
         False, "standardise the policy term's advantages over each batch (PPO's), so its "
@@ -205,10 +198,6 @@ class LossConfig:
         _numbers(self, ("clip_rho_threshold", "clip_pg_rho_threshold", "surrogate_clip"), lambda v: v > 0,
                  "must be > 0", optional=True)
         _bools(self, "normalize_rewards", "normalize_advantages")
-        _declared_choices(self, "surrogate_anchor")
-        require(self.surrogate_anchor == "actors" or self.surrogate_clip is not None,
-                "surrogate_anchor", self.surrogate_anchor,
-                "anchors the clipped surrogate, so surrogate_clip must be a number, not None")
         require(self.reward_clipping in REWARD_CLIPPING, "reward_clipping", self.reward_clipping,
                  "must be " + " or ".join(repr(c) for c in REWARD_CLIPPING))
         if self.function is not None:

@@ -16,7 +16,6 @@ columns, time-major as everywhere in the package (see `impala_rep`):
 | rewards | `[T, B']` float32 | clipped as `config.reward_clipping` says, plus `discount * V(final observation)` where a time limit cut the episode (`impala_rep.transitions.vtrace_inputs`) |
 | discounts | `[T, B']` float32 | `config.discount * (1 - (terminated or truncated))` (`vtrace_inputs`) |
 | config | `LossConfig` | discount, costs, clipping thresholds, lambda |
-| anchor_logits | `[T, B', A]` float32, gradient-stopped | only with `config.surrogate_anchor == "learner"`: the learner's logits before this batch's first pass (what the surrogate's ratio compares with) |
 
 It returns a `LossOutput(loss, sums, means)`:
 
@@ -92,7 +91,7 @@ class LossFn(Protocol):
 
 def impala_loss_fn(*, agent: Agent, inputs: AgentInputs, outputs: AgentOutput,
                    behaviour_logits: Any, actions: Any, rewards: Any, discounts: Any,
-                   config: LossConfig, anchor_logits: Any = None) -> LossOutput:
+                   config: LossConfig) -> LossOutput:
     """The learner's default: `impala_loss` (V-trace actor-critic) with `config`'s settings.
 
     `outputs` cover T+1 observations: `[:-1]` are the targets' logits and
@@ -121,26 +120,17 @@ def impala_loss_fn(*, agent: Agent, inputs: AgentInputs, outputs: AgentOutput,
         surrogate_clip=config.surrogate_clip,
         kl_cost=config.kl_cost,
         normalize_advantages=config.normalize_advantages,
-        anchor_logits=anchor_logits,
     ))
 
 
 def apply_loss(loss_fn: LossFn, *, agent: Agent, batch: Mapping[str, Any], initial_state: Any,
-               config: LossConfig) -> tuple[LossOutput, tf.Tensor | None]:
+               config: LossConfig) -> LossOutput:
     """Runs `agent` over an unroll's fields and calls `loss_fn` on them, as the learner does.
 
     `batch` holds the unroll's time-major fields by name (`impala_rep.unroll`); the
     rewards and episode ends become V-trace inputs first (`vtrace_inputs`). The one
     place the loss hook is called: the learner calls it on every replica's shard
     inside its gradient tape, and the driver once, eagerly, to check user code.
-
-    With `config.surrogate_anchor == "learner"` the hook also gets `anchor_logits`:
-    `batch["anchor_logits"]` where the batch has them (the passes after a batch's
-    first), else the agent's own logits here (the first pass, before any update).
-
-    Returns:
-      `(output, anchor_logits)`: the hook's `LossOutput`, and the anchor it was given
-      (None without one), which the learner keeps for the batch's later passes.
 
     Raises:
       TypeError: the loss did not return a `LossOutput`.
@@ -153,17 +143,11 @@ def apply_loss(loss_fn: LossFn, *, agent: Agent, batch: Mapping[str, Any], initi
                                 truncation_values=batch["truncation_values"],
                                 discount=config.discount, reward_clipping=config.reward_clipping)
     outputs, _ = agent.unroll(inputs, initial_state)  # over all T+1 observations
-    anchor = {}
-    if config.surrogate_anchor == "learner":
-        # Passed only when asked for, so hooks written without the keyword keep working.
-        anchor["anchor_logits"] = tf.stop_gradient(
-            batch["anchor_logits"] if "anchor_logits" in batch else outputs.policy_logits[:-1])
     output = loss_fn(agent=agent, inputs=inputs, outputs=outputs,
                      behaviour_logits=batch["behaviour_logits"], actions=batch["actions"],
-                     rewards=transitions.rewards, discounts=transitions.discounts, config=config,
-                     **anchor)
+                     rewards=transitions.rewards, discounts=transitions.discounts, config=config)
     check_loss_output(output)
-    return output, anchor.get("anchor_logits")
+    return output
 
 
 def check_loss_output(output: Any) -> None:

@@ -75,9 +75,7 @@ def clipped_surrogate_loss(*, logits: Any, behaviour_logits: Any, actions: Any,
 
     Args:
       logits: ``[T, B, NUM_ACTIONS]`` target-policy logits.
-      behaviour_logits: ``[T, B, NUM_ACTIONS]`` the logits the ratio compares with: the
-        actors' (APPO), or an anchor such as the learner's own before this batch's first
-        pass (PPO's ``pi_old``; see ``impala_loss_terms(anchor_logits=)``).
+      behaviour_logits: ``[T, B, NUM_ACTIONS]`` the actors' logits.
       actions: ``[T, B]`` integer actions.
       advantages: ``[T, B]`` advantages, treated as constants.
       clip: ``epsilon > 0``.
@@ -248,7 +246,6 @@ def impala_loss_terms(
     surrogate_clip: float | None = None,
     kl_cost: float = 0.0,
     normalize_advantages: bool = False,
-    anchor_logits: Any = None,
 ) -> tuple[tf.Tensor, dict[str, tf.Tensor], dict[str, tf.Tensor], dict[str, tf.Tensor]]:
     """Total IMPALA loss ``pg + baseline_cost * baseline + entropy_cost * entropy
     (+ kl_cost * kl)``.
@@ -276,18 +273,10 @@ def impala_loss_terms(
         ``log pi * pg_advantages``. A number ``epsilon``: APPO's
         (:func:`clipped_surrogate_loss`) on the advantages
         ``r_t + discount_t v_{t+1} - V(x_t)``, without V-trace's rho, which the
-        surrogate's ratio ``pi / mu`` takes the place of (with ``anchor_logits``, below,
-        on ``pg_advantages`` with the ratio ``pi / anchor``).
+        surrogate's ratio ``pi / mu`` takes the place of.
       kl_cost: weight of :func:`kl_loss`, ``KL(mu || pi)`` (0: not in the loss).
       normalize_advantages: the policy term's advantages (either kind) standardised
         over the batch first (:func:`normalized_advantages`).
-      anchor_logits: ``None``, or ``[T, B, NUM_ACTIONS]`` logits (gradient-stopped) of the
-        policy the surrogate is anchored to, needing ``surrogate_clip``: the learner's
-        own before this batch's first pass (PPO's ``pi_old``, RLlib APPO's target
-        network). V-trace then corrects from ``mu`` to the anchor (its targets and
-        ``pg_advantages``, ``rho`` = anchor / ``mu``), and the surrogate's ratio is
-        ``pi / anchor``: the clip bounds how far this batch's passes move the policy,
-        not how far the actors' policy lags. At ``pi`` = anchor the update is IMPALA's.
 
     Returns:
       ``(loss, sums, means, terms)``, the fields of :class:`impala_rep.loss_fn.LossOutput`:
@@ -313,19 +302,9 @@ def impala_loss_terms(
         target_logits = tf.cast(float_tensor(target_logits), dtype)
         behaviour_logits = tf.cast(float_tensor(behaviour_logits), dtype)
 
-        anchored = anchor_logits is not None
-        if anchored:
-            if surrogate_clip is None:
-                raise ValueError("anchor_logits anchor the clipped surrogate: give a "
-                                 "surrogate_clip too")
-            anchor_logits = tf.stop_gradient(tf.cast(float_tensor(anchor_logits), dtype))
-            dims: dict = {}
-            assert_shape("target_logits", target_logits, ("T", "B", "NUM_ACTIONS"), dims=dims)
-            assert_shape("anchor_logits", anchor_logits, ("T", "B", "NUM_ACTIONS"), dims=dims)
-        # V-trace evaluates the anchor's policy when there is one, else the learner's.
         vt = vtrace.from_logits(
             behaviour_policy_logits=behaviour_logits,
-            target_policy_logits=anchor_logits if anchored else target_logits,
+            target_policy_logits=target_logits,
             actions=actions,
             discounts=discounts,
             rewards=rewards,
@@ -335,9 +314,7 @@ def impala_loss_terms(
             clip_pg_rho_threshold=clip_pg_rho_threshold,
             lambda_=lambda_,
         )
-        if surrogate_clip is None or anchored:
-            # Anchored, rho (anchor / mu, clipped) weights the advantages as in IMPALA's
-            # policy gradient; the surrogate's ratio covers only anchor -> pi.
+        if surrogate_clip is None:
             advantages = vt.pg_advantages
         else:
             bootstrap_value = cast_to(bootstrap_value, dtype)
@@ -351,9 +328,8 @@ def impala_loss_terms(
             pg = policy_gradient_loss(
                 logits=target_logits, actions=actions, advantages=policy_advantages)
         else:
-            ratio_base = anchor_logits if anchored else behaviour_logits
             pg = clipped_surrogate_loss(
-                logits=target_logits, behaviour_logits=ratio_base, actions=actions,
+                logits=target_logits, behaviour_logits=behaviour_logits, actions=actions,
                 advantages=policy_advantages, clip=surrogate_clip)
         baseline = baseline_loss(values=values, targets=vt.vs)
         entropy = entropy_loss(logits=target_logits)
@@ -386,12 +362,8 @@ def impala_loss_terms(
             "value_explained_variance": explained_variance(values=values, targets=vt.vs),
         }
         if surrogate_clip is not None:
-            # The surrogate's own ratio: pi / mu, or pi / anchor.
-            ratios = rhos if not anchored else tf.exp(
-                tf.nn.sparse_softmax_cross_entropy_with_logits(labels=actions, logits=anchor_logits)
-                - tf.nn.sparse_softmax_cross_entropy_with_logits(labels=actions, logits=target_logits))
             means["surrogate_clipped_fraction"] = tf.reduce_mean(tf.cast(
-                tf.abs(ratios - 1.0) > cast_to(surrogate_clip, dtype), dtype))
+                tf.abs(rhos - 1.0) > cast_to(surrogate_clip, dtype), dtype))
         # Metrics are for reporting only; never a path for gradients.
         sums, means = ({k: tf.stop_gradient(v) for k, v in d.items()} for d in (sums, means))
         return total, sums, means, terms

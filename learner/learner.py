@@ -140,9 +140,6 @@ class Learner:
         self._managers: dict[str, tf.train.CheckpointManager] = {}
         # Replicator caches one compiled function per step_fn object; keep ours fixed.
         self._step_fn = self._replica_step
-        # Anchored surrogate: each pass also returns the anchor logits it used, which the
-        # batch's later passes are given (the first pass's are the learner's own, pre-update).
-        self._anchored = loss.surrogate_anchor == "learner"
 
     @property
     def agent(self) -> Agent:
@@ -166,26 +163,24 @@ class Learner:
 
     # --- the replicated update ---------------------------------------------------
 
-    def _replica_step(self, batch: dict[str, Any]) -> Any:
+    def _replica_step(self, batch: dict[str, Any]) -> tf.Tensor:
         """One replica's update on its shard (B' = B / local replicas columns).
 
         Args:
           batch: the `_device_batch` dict, split along axis 1: time-major fields
-            `[T+1, B', ...]` / `[T, B', ...]`, `initial_state` leaves `[1, B', ...]`,
-            and for an anchored surrogate's later passes `anchor_logits` `[T, B', A]`.
+            `[T+1, B', ...]` / `[T, B', ...]`, `initial_state` leaves `[1, B', ...]`.
 
         Returns:
           The scalar metrics stacked in `self._metric_names`' order, identical on
-          every replica (already reduced); anchored, a pair of that and the shard's
-          anchor logits.
+          every replica (already reduced).
         """
         state = tf.nest.map_structure(lambda x: tf.squeeze(x, axis=0), batch["initial_state"])
         variables = list(self._agent.trainable_variables)
         replicas = num_replicas()
         with tf.GradientTape(persistent=self._loss_grad_norms) as tape:
             # The loss hook's contract (keywords, shapes, result) is impala_rep.loss_fn's.
-            output, anchor = apply_loss(self._loss_fn, agent=self._agent, batch=batch,
-                                        initial_state=state, config=self._loss_config)
+            output = apply_loss(self._loss_fn, agent=self._agent, batch=batch,
+                                initial_state=state, config=self._loss_config)
             loss = output.loss
             # The loss is a SUM over this replica's shard (as in the paper), but
             # gradients are MEAN-reduced over replicas. Scaling by the replica count
@@ -242,8 +237,7 @@ class Learner:
         # One vector, so the host converts one tensor per update, not one per metric;
         # the names are recorded while tracing (the order is fixed from then on).
         self._metric_names = list(metrics)
-        stacked = tf.stack(list(metrics.values()))
-        return (stacked, anchor) if self._anchored else stacked
+        return tf.stack(list(metrics.values()))
 
     @staticmethod
     def _device_batch(batch: Unroll) -> dict[str, Any]:
@@ -273,9 +267,7 @@ class Learner:
             Keep `T`, `B` and the observation shape fixed: the update is compiled
             once for the first batch's shapes.
           passes: updates on this batch (sample reuse); the batch goes to the
-            devices once for all of them. With the surrogate anchored to the learner
-            (`LossConfig.surrogate_anchor`), every pass compares with the policy of
-            this call's first pass.
+            devices once for all of them.
 
         Returns:
           Python floats of the last update: the loss's metrics for the whole batch
@@ -297,11 +289,6 @@ class Learner:
         device = tf.nest.map_structure(tf.convert_to_tensor, self._device_batch(batch))
         for done in range(passes):
             results = self._replicator.run(self._step_fn, device, batch_axis=1)
-            if self._anchored:
-                if done == 0 and passes > 1:
-                    # The local replicas' shards in order, as run() split the columns.
-                    device["anchor_logits"] = tf.concat([anchor for _, anchor in results], axis=1)
-                results = [vector for vector, _ in results]
             # Every replica returns the same, already reduced, values, in one vector.
             metrics = dict(zip(self._metric_names, results[0].numpy().tolist()))
             if not metrics.pop("finite"):

@@ -56,8 +56,7 @@ class OffsetAgent:
         self._mlp.set_weights(weights)
 
 
-CASES = ("rmsprop", "adam", "sgd", "normalized", "anchored")
-PASSES = {"anchored": 2}  # learner updates per step; 1 for the other cases
+CASES = ("rmsprop", "adam", "sgd", "normalized")
 
 
 def make_batch(seed=0):
@@ -74,18 +73,14 @@ def run_case(replicator, optimizer):
     clipping acts on every step; "adam": Adam, the same way. "sgd": plain SGD without clipping, whose update
     is proportional to the gradient, so its scale shows in the weights. "normalized": RMSProp
     as above with the advantages standardised over the batch (a cross-replica mean and variance).
-    "anchored": RMSProp as above, 2 passes a step with the surrogate anchored to the first
-    pass's policy (each replica's shard of the anchor logits goes back to that replica).
     """
     import tensorflow as tf
 
     from impala_rep.config import LossConfig, OptimizerConfig
     from impala_rep.learner.learner import Learner
 
-    anchored = optimizer == "anchored"
-    loss = LossConfig(normalize_advantages=optimizer == "normalized",
-                      **({"surrogate_clip": 0.1, "surrogate_anchor": "learner"} if anchored else {}))
-    if optimizer in ("rmsprop", "adam", "normalized", "anchored"):
+    loss = LossConfig(normalize_advantages=optimizer == "normalized")
+    if optimizer in ("rmsprop", "adam", "normalized"):
         settings = OptimizerConfig(optimizer="adam" if optimizer == "adam" else "rmsprop",
                                    learning_rate=0.05, max_grad_norm=1.0)
         make_optimizer = None
@@ -107,7 +102,7 @@ def run_case(replicator, optimizer):
                for w in learner.agent.get_weights()]
     learner.agent.set_weights(initial)
     batches = [make_batch(seed) for seed in range(STEPS)]
-    metrics = [learner.step(batch, passes=PASSES.get(optimizer, 1)) for batch in batches]
+    metrics = [learner.step(batch) for batch in batches]
     strategy = replicator.strategy
     return {
         "num_replicas": replicator.num_replicas,

@@ -8,11 +8,10 @@ from impala_rep.agent import AgentInputs
 from impala_rep.losses import impala_loss
 
 
-def manual_impala_loss(agent, batch, config, anchor_logits=None) -> tf.Tensor:
+def manual_impala_loss(agent, batch, config) -> tf.Tensor:
     """`impala_loss` of `agent` on `batch` with `config` (a LossConfig): rewards clipped to
     [-1, 1] unless `config.reward_clipping` is "none", truncation as an episode end that
-    bootstraps from `truncation_values`, the surrogate anchored to `anchor_logits` if given;
-    call inside a GradientTape to get the manual gradient."""
+    bootstraps from `truncation_values`; call inside a GradientTape to get the manual gradient."""
     discounts = config.discount * (1.0 - (batch.terminated | batch.truncated)).astype(np.float32)
     rewards = batch.rewards if config.reward_clipping == "none" else np.clip(batch.rewards, -1, 1)
     cut = batch.truncated & ~batch.terminated
@@ -27,5 +26,5 @@ def manual_impala_loss(agent, batch, config, anchor_logits=None) -> tf.Tensor:
         clip_rho_threshold=config.clip_rho_threshold,
         clip_pg_rho_threshold=config.clip_pg_rho_threshold, lambda_=config.lambda_,
         surrogate_clip=config.surrogate_clip, kl_cost=config.kl_cost,
-        normalize_advantages=config.normalize_advantages, anchor_logits=anchor_logits)
+        normalize_advantages=config.normalize_advantages)
     return loss

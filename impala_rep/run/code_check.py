@@ -22,8 +22,7 @@ __all__ = ["check_user_code"]
 
 _AGENT_METHODS = ("build", "initial_state", "step", "unroll", "get_weights", "set_weights")
 _LOSS_CONTRACT = ("a loss is called as loss_fn(*, agent, inputs, outputs, behaviour_logits, "
-                  "actions, rewards, discounts, config[, anchor_logits with surrogate_anchor "
-                  "learner]) and returns "
+                  "actions, rewards, discounts, config) and returns "
                   "impala_rep.LossOutput(loss, sums, means) (docs/api.md, LossFn)")
 
 
