@@ -59,6 +59,17 @@ TASKS = {
                     "rl-zoo PPO: -73.5 after 1M steps; A2C: -83.4 after 500k"),
     "mountaincar": Task("MountainCar-v0", 1_000_000, -110.0,
                         "rl-zoo PPO: -110.4 after 1M steps; A2C: -111.3 after 1M"),
+    # gymnasium's toy_text, one-hot coded (envs/factory.py). No published learning figures
+    # exist for them; their anchor is the optimal policy's expected return, computed by
+    # benchmarks/optimal_returns.py.
+    "frozenlake": Task("FrozenLake-v1", 1_000_000, 0.70,
+                       "optimum 0.744 (slippery); gymnasium's reward_threshold 0.70"),
+    "taxi": Task("Taxi-v4", 1_000_000, 7.0,
+                 "optimum 7.93 (gymnasium's reward_threshold, 8, is above it)"),
+    "cliffwalking": Task("CliffWalking-v1", 1_000_000, -15.0,
+                         "optimum -13 (the shortest path); no time limit"),
+    "blackjack": Task("Blackjack-v1", 1_000_000, -0.10,
+                      "optimum -0.047; a 100-episode mean varies by about +-0.1"),
     "minatar-breakout": Task("MinAtar/Breakout-v1", 3_000_000, 10.0,
                              "MinAtar paper: curves only (DQN and AC(lambda), 5M frames)"),
     "pong": Task("PongNoFrameskip-v4", 20_000_000, 18.0,

@@ -22,6 +22,12 @@ SAME_STEP vector env:
 * MinAtar ids ("MinAtar/<Game>-v0", "-v1") are gymnasium's
   `SyncVectorEnv(autoreset_mode=SAME_STEP)` of MinAtar games, observations
   `[N, 10, 10, C]` uint8 (0/255) channels-last: see `impala_rep.envs.minatar`.
+* Observations that are not a Box but are made of discrete parts (gymnasium's
+  toy_text: FrozenLake and Taxi's `Discrete`, Blackjack's `Tuple` of them;
+  `MultiDiscrete`, `MultiBinary`, and `Tuple`/`Dict` of these and vector Boxes)
+  are flattened in each sub-env by gymnasium's `FlattenObservation`: one-hot
+  codes, concatenated, as SB3 feeds them to an MLP. All-discrete observations
+  become uint8 (0/1), mixed ones float32.
 * Everything else is a `SyncVectorEnv(autoreset_mode=SAME_STEP)`, which steps
   its sub-envs one by one in Python: for 64 CartPoles ~0.8 ms instead of
   ~0.07 ms vectorised, more than the actor's policy call; scale with more
@@ -66,7 +72,8 @@ class EnvSpec:
     num_actions: size of the Discrete action space.
     frame_skip: env frames one agent step spans (4 for Atari). Frame counts shown
       to users (flags, metrics) are env frames, so they compare with the literature.
-    observation_bounds: `(low, high)` of vector observations; None for images.
+    observation_bounds: `(low, high)` of vector observations; None for images and
+      one-hot codes.
     """
 
     observation_shape: tuple[int, ...]
@@ -74,7 +81,7 @@ class EnvSpec:
     num_actions: int
     frame_skip: int = 1
     # (low, high) of a gymnasium env's vector observations as its Box declares them; None
-    # for images, Atari and MinAtar.
+    # for images, Atari, MinAtar and one-hot codes of discrete observations.
     observation_bounds: tuple[tuple[float, ...], tuple[float, ...]] | None = None
 
 
@@ -114,10 +121,14 @@ def describe_env(env_id: str) -> EnvSpec:
                          f"{_first_line(err)}") from None
     try:
         num_actions = _num_discrete_actions(env_id, env.action_space)
+        one_hot = _is_flattened(env.observation_space) and _all_discrete(env.observation_space)
+        env = _flattened_if_needed(env)
         _check_observation_space(env_id, env.observation_space)
         space = env.observation_space
         bounds = None
-        if len(space.shape) == 1:
+        # One-hot codes go to the MLP as 0/1, as SB3 feeds them: mapped onto [-1, 1], Taxi's
+        # 500-wide code would be 499 inputs of -1.
+        if len(space.shape) == 1 and not one_hot:
             bounds = (tuple(float(v) for v in space.low), tuple(float(v) for v in space.high))
         return EnvSpec(observation_shape=tuple(space.shape), observation_dtype=np.dtype(space.dtype),
                        num_actions=num_actions, observation_bounds=bounds)
@@ -129,13 +140,52 @@ def _first_line(error: Exception) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
+def _is_flattened(space: gymnasium.Space) -> bool:
+    """Whether observations of `space` are flattened into a vector (see the module
+    docstring): a space of discrete parts, alone or in a Tuple or Dict with vector Boxes."""
+    return not isinstance(space, gymnasium.spaces.Box) and _flattens_to_a_vector(space)
+
+
+def _flattens_to_a_vector(space: gymnasium.Space) -> bool:
+    spaces = gymnasium.spaces
+    if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
+        return True
+    if isinstance(space, spaces.Box):
+        return len(space.shape) == 1
+    if isinstance(space, (spaces.Tuple, spaces.Dict)):
+        parts = space.spaces.values() if isinstance(space, spaces.Dict) else space.spaces
+        return len(parts) > 0 and all(_flattens_to_a_vector(part) for part in parts)
+    return False  # Text, Sequence, Graph, OneOf: no fixed-size vector an MLP could take
+
+
+def _all_discrete(space: gymnasium.Space) -> bool:
+    spaces = gymnasium.spaces
+    if isinstance(space, (spaces.Tuple, spaces.Dict)):
+        parts = space.spaces.values() if isinstance(space, spaces.Dict) else space.spaces
+        return all(_all_discrete(part) for part in parts)
+    return isinstance(space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary))
+
+
+def _flatten_observations(env: gymnasium.Env) -> gymnasium.Env:
+    """`env` with observations flattened by gymnasium into one vector (one-hot codes for
+    discrete parts): uint8 when every part is discrete (0/1; gymnasium's int64 would make
+    Taxi's 500-wide codes 8 times the bytes in every unroll), float32 otherwise."""
+    dtype = np.uint8 if _all_discrete(env.observation_space) else np.float32
+    return gymnasium.wrappers.DtypeObservation(gymnasium.wrappers.FlattenObservation(env), dtype)
+
+
+def _flattened_if_needed(env: gymnasium.Env) -> gymnasium.Env:
+    return _flatten_observations(env) if _is_flattened(env.observation_space) else env
+
+
 def _check_observation_space(env_id: str, space: gymnasium.Space) -> None:
     """One-line ValueError unless the actors and networks can take `space`: a numeric Box
     of rank 1 (vectors, MLP) or 3 (images [H, W, C], CNN)."""
     if not isinstance(space, gymnasium.spaces.Box):
         raise ValueError(f"environment {env_id!r} has observation space {space}; only Box "
-                         "observations (arrays of rank 1 or 3) are supported: the actors batch "
-                         "observations as one array and the networks take vectors or images")
+                         "observations (arrays of rank 1 or 3) and spaces of discrete parts "
+                         "(Discrete, MultiDiscrete, MultiBinary, and Tuple or Dict of them and "
+                         "vector Boxes, flattened to one-hot vectors) are supported")
     if len(space.shape) not in (1, 3):
         raise ValueError(f"environment {env_id!r} has observations of shape {space.shape}; only "
                          "rank 1 (vectors, MLP) or rank 3 (images [H, W, C], CNN) are supported")
@@ -209,11 +259,15 @@ def _make_same_step_vector_env(env_id: str, *, num_envs: int) -> gymnasium.vecto
                                          max_episode_steps=gymnasium.spec(env_id).max_episode_steps)
     if gymnasium.spec(env_id).vector_entry_point is not None:
         env = gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point")
-        if env.metadata.get("autoreset_mode") == AutoresetMode.SAME_STEP:
+        if (env.metadata.get("autoreset_mode") == AutoresetMode.SAME_STEP
+                and not _is_flattened(env.single_observation_space)):
             return env
         env.close()
+    # Each sub-env flattens its own observations where they need it, so SAME_STEP's
+    # `info["final_obs"]` (a truncated episode's last observation) is flattened too.
     return gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
-                              vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
+                              vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+                              wrappers=[_flattened_if_needed])
 
 
 def _check_env_id(env_id: str) -> None:

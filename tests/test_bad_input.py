@@ -26,15 +26,13 @@ def _train(*args, cwd=None, timeout=300, env=None):
 @pytest.mark.parametrize("args, message", [
     (["--seed", "-1"], "argument --seed: expected an integer in [0, 2**32), got -1"),
     (["--seed", str(2**32)], f"argument --seed: expected an integer in [0, 2**32), got {2**32}"),
-    (["--env", "Blackjack-v1"], "environment 'Blackjack-v1' has observation space Tuple(Discrete(32), "
-                                "Discrete(11), Discrete(2)); only Box observations (arrays of rank 1 "
-                                "or 3) are supported"),
-    (["--env", "FrozenLake-v1"], "environment 'FrozenLake-v1' has observation space Discrete(16); "
-                                 "only Box observations"),
+    # tests/text_observation_env.py (imported from the working directory, tests/).
+    (["--env", "text_observation_env:TextObservation-v0"],
+     "environment 'text_observation_env:TextObservation-v0' has observation space Text(1, 8, "),
 ])
 def test_bad_input_is_refused_before_anything_is_written(args, message, tmp_path):
     logdir = tmp_path / "run"
-    proc = _train(*args, "--logdir", str(logdir), timeout=120)
+    proc = _train(*args, "--logdir", str(logdir), timeout=120, cwd=TESTS_DIR)
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert lines[-1].startswith("impala-rep") and message in lines[-1], proc.stderr[-2000:]

@@ -5,6 +5,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "benchmarks"))
@@ -51,3 +52,42 @@ def test_train_flags_are_what_follows_the_double_dash():
                                                                         ["--passes", "1"])
     assert split_train_flags(["--seeds", "1"]) == (["--seeds", "1"], [])
     assert split_train_flags(["--"]) == ([], [])
+
+
+def _play(env_id: str, policy, episodes: int, seed: int = 0) -> np.ndarray:
+    import gymnasium
+
+    env = gymnasium.make(env_id)
+    returns = []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=seed + episode)
+        total, done = 0.0, False
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(policy(obs))
+            total, done = total + reward, terminated or truncated
+        returns.append(total)
+    env.close()
+    return np.asarray(returns)
+
+
+def test_the_blackjack_optimum_is_what_its_policy_scores_in_gymnasiums_env():
+    import optimal_returns
+
+    def policy(obs):  # gymnasium's observation: (the hand's value, the dealer's card, usable ace)
+        value, dealer_card, usable = obs
+        return int(optimal_returns.blackjack_hits(value - 10 * usable, bool(usable), dealer_card))
+
+    returns = _play("Blackjack-v1", policy, episodes=20_000)
+    standard_error = returns.std() / np.sqrt(len(returns))
+    assert abs(returns.mean() - optimal_returns.blackjack_optimum()) < 4 * standard_error
+    # The DP is not vacuous: always sticking loses far more.
+    assert _play("Blackjack-v1", lambda obs: 0, episodes=2_000).mean() < -0.1
+
+
+def test_the_taxi_optimum_is_what_its_greedy_policy_scores_in_gymnasiums_env():
+    import optimal_returns
+
+    optimum, greedy = optimal_returns.tabular_optimum("Taxi-v4", 200)
+    returns = _play("Taxi-v4", lambda obs: int(greedy[obs]), episodes=2_000)
+    standard_error = returns.std() / np.sqrt(len(returns))
+    assert abs(returns.mean() - optimum) < 4 * standard_error
