@@ -10,8 +10,9 @@ return of an optimal policy from the env's own start distribution, by dynamic pr
 - FrozenLake, Taxi, CliffWalking: backward induction over the env's own transition table
   (`env.unwrapped.P`) for as many steps as the time limit allows (CliffWalking has none:
   1,000 steps, more than any optimal path needs).
-- Blackjack-v1 (its defaults: no natural bonus, infinite deck, the dealer stands on 17):
-  the same over its rules, as gymnasium's `blackjack.py` states them.
+- Blackjack-v1 (as registered: `sab=True`, Sutton & Barto's rules: an infinite deck, the
+  dealer draws below 17, a two-card 21 that sticks beats all but the dealer's two-card 21):
+  the same over those rules, as gymnasium's `blackjack.py` states them.
 
 Both are checked against playing the optimal policy in gymnasium's own env
 (tests/test_benchmarks.py).
@@ -85,10 +86,28 @@ def blackjack_hits(total: int, ace: bool, dealer_card: int) -> bool:
         _hand_value(total, ace), dealer_card)
 
 
+def _dealer_natural(dealer_card: int) -> float:
+    """The probability that the dealer's hidden card makes a two-card 21 with `dealer_card`."""
+    return {1: CARDS[10], 10: CARDS[1]}.get(dealer_card, 0.0)
+
+
 def blackjack_optimum() -> float:
-    """The optimal expected return of a deal: two cards to the player, one shown by the dealer."""
-    return sum(CARDS[a] * CARDS[b] * CARDS[d] * blackjack_value(a + b, 1 in (a, b), d)
-               for a, b, d in itertools.product(CARDS, CARDS, CARDS))
+    """The optimal expected return of a deal: two cards to the player, one shown by the dealer.
+
+    A natural (ace and ten) sticks: under `sab` it wins unless the dealer has one too, where
+    plain scoring would also tie it with a dealer's 21 of more cards."""
+    import gymnasium
+
+    registered = gymnasium.spec("Blackjack-v1").kwargs
+    if registered != {"sab": True, "natural": False}:
+        raise RuntimeError(f"Blackjack-v1 is registered with {registered}; this DP assumes "
+                           "sab=True, natural=False")
+    total = 0.0
+    for a, b, d in itertools.product(CARDS, CARDS, CARDS):
+        natural = sorted((a, b)) == [1, 10]
+        value = 1.0 - _dealer_natural(d) if natural else blackjack_value(a + b, 1 in (a, b), d)
+        total += CARDS[a] * CARDS[b] * CARDS[d] * value
+    return total
 
 
 def main() -> None:

@@ -127,7 +127,8 @@ def describe_env(env_id: str) -> EnvSpec:
         space = env.observation_space
         bounds = None
         # One-hot codes go to the MLP as 0/1, as SB3 feeds them: mapped onto [-1, 1], Taxi's
-        # 500-wide code would be 499 inputs of -1.
+        # 500-wide code would be 499 inputs of -1. A mixed space keeps its bounds, the codes'
+        # [0, 1] included, for its Box parts' sake.
         if len(space.shape) == 1 and not one_hot:
             bounds = (tuple(float(v) for v in space.low), tuple(float(v) for v in space.high))
         return EnvSpec(observation_shape=tuple(space.shape), observation_dtype=np.dtype(space.dtype),
@@ -171,7 +172,12 @@ def _flatten_observations(env: gymnasium.Env) -> gymnasium.Env:
     discrete parts): uint8 when every part is discrete (0/1; gymnasium's int64 would make
     Taxi's 500-wide codes 8 times the bytes in every unroll), float32 otherwise."""
     dtype = np.uint8 if _all_discrete(env.observation_space) else np.float32
-    return gymnasium.wrappers.DtypeObservation(gymnasium.wrappers.FlattenObservation(env), dtype)
+    flat = gymnasium.wrappers.FlattenObservation(env)
+    # The Box built here with bounds already cast: gymnasium's DtypeObservation would warn
+    # about float64 bounds going to float32 in every sub-env of every actor.
+    space = gymnasium.spaces.Box(flat.observation_space.low.astype(dtype),
+                                 flat.observation_space.high.astype(dtype), dtype=dtype)
+    return gymnasium.wrappers.TransformObservation(flat, lambda obs: obs.astype(dtype), space)
 
 
 def _flattened_if_needed(env: gymnasium.Env) -> gymnasium.Env:

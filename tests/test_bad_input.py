@@ -26,9 +26,9 @@ def _train(*args, cwd=None, timeout=300, env=None):
 @pytest.mark.parametrize("args, message", [
     (["--seed", "-1"], "argument --seed: expected an integer in [0, 2**32), got -1"),
     (["--seed", str(2**32)], f"argument --seed: expected an integer in [0, 2**32), got {2**32}"),
-    # tests/text_observation_env.py (imported from the working directory, tests/).
-    (["--env", "text_observation_env:TextObservation-v0"],
-     "environment 'text_observation_env:TextObservation-v0' has observation space Text(1, 8, "),
+    # tests/observation_spaces_env.py (imported from the working directory, tests/).
+    (["--env", "observation_spaces_env:TextObservation-v0"],
+     "environment 'observation_spaces_env:TextObservation-v0' has observation space Text(1, 8, "),
 ])
 def test_bad_input_is_refused_before_anything_is_written(args, message, tmp_path):
     logdir = tmp_path / "run"

@@ -56,12 +56,36 @@ def test_discrete_observations_come_as_one_hot_codes_of_what_the_env_returns(env
             e.close()
 
 
+def test_a_dict_of_a_box_and_discrete_parts_is_flattened_to_float32_in_key_order():
+    # tests/observation_spaces_env.py: {"phase": MultiDiscrete([2, 3]) (the step number mod 2
+    # and mod 3), "state": CartPole's Box}; gymnasium orders a Dict's keys alphabetically.
+    env_id = "observation_spaces_env:MixedObservation-v0"
+    spec = describe_env(env_id)
+    assert spec.observation_shape == (2 + 3 + 4,) and spec.observation_dtype == np.float32
+    low, high = spec.observation_bounds  # the Box part keeps its declared bounds
+    assert low[:5] == (0.0,) * 5 and high[:5] == (1.0,) * 5 and high[5] == np.float32(4.8)
+    env = make_vector_env(env_id, num_envs=2, seed=3)
+    reference = gymnasium.make("CartPole-v1")
+    try:
+        obs, _ = env.reset()
+        reference.reset(seed=3)
+        state, _ = reference.reset()
+        for step in range(1, 6):
+            obs, *_ = env.step(np.zeros(2, np.int64))
+            state, *_ = reference.step(0)
+            expected = np.concatenate([np.eye(2)[step % 2], np.eye(3)[step % 3], state])
+            np.testing.assert_allclose(obs[0], expected, rtol=1e-6)
+    finally:
+        env.close()
+        reference.close()
+
+
 def test_an_observation_space_with_no_vector_form_is_refused_in_one_line():
-    # tests/text_observation_env.py: a CartPole whose observations are Text.
+    # tests/observation_spaces_env.py: a CartPole whose observations are Text.
     with pytest.raises(ValueError) as error:
-        describe_env("text_observation_env:TextObservation-v0")
+        describe_env("observation_spaces_env:TextObservation-v0")
     message = str(error.value)
-    assert message.startswith("environment 'text_observation_env:TextObservation-v0' has "
+    assert message.startswith("environment 'observation_spaces_env:TextObservation-v0' has "
                               "observation space Text(")
     assert "spaces of discrete parts" in message and "\n" not in message
 

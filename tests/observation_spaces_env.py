@@ -1,0 +1,45 @@
+"""CartPoles with other observation spaces, for the env factory's tests (`module:id` form):
+
+- `observation_spaces_env:TextObservation-v0`: Text observations, a space with no fixed-size
+  vector form, which the factory must refuse;
+- `observation_spaces_env:MixedObservation-v0`: a Dict of CartPole's Box ("state") and a
+  MultiDiscrete step counter ("phase": the step number mod 2 and mod 3), which it flattens.
+"""
+
+import gymnasium
+import numpy as np
+
+
+class TextObservation(gymnasium.ObservationWrapper):
+    def __init__(self):
+        super().__init__(gymnasium.make("CartPole-v1"))
+        self.observation_space = gymnasium.spaces.Text(max_length=8)
+
+    def observation(self, observation):
+        return "cartpole"
+
+
+class MixedObservation(gymnasium.Wrapper):
+    def __init__(self):
+        super().__init__(gymnasium.make("CartPole-v1"))
+        self.observation_space = gymnasium.spaces.Dict({
+            "state": self.env.observation_space,
+            "phase": gymnasium.spaces.MultiDiscrete([2, 3])})
+        self._steps = 0
+
+    def _observation(self, state):
+        return {"state": state, "phase": np.array([self._steps % 2, self._steps % 3])}
+
+    def reset(self, **kwargs):
+        self._steps = 0
+        state, info = self.env.reset(**kwargs)
+        return self._observation(state), info
+
+    def step(self, action):
+        self._steps += 1
+        state, reward, terminated, truncated, info = self.env.step(action)
+        return self._observation(state), reward, terminated, truncated, info
+
+
+gymnasium.register(id="TextObservation-v0", entry_point=TextObservation)
+gymnasium.register(id="MixedObservation-v0", entry_point=MixedObservation)
