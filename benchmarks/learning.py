@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/learning.py [--tasks cartpole acrobot ...] [--seeds 1 2 3]
         [--label NAME] [--out runs/benchmarks/learning] [-- TRAIN FLAGS ...]
+    .venv/bin/python benchmarks/learning.py --merge LABEL LABEL ... --label NAME
 
 Each (task, seed) is one `impala-rep train` command, run the way a user runs it (a new
 process, embedded Ray, `--env` and `--seed` and the task's frame budget; anything after
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import pathlib
 import statistics
@@ -106,19 +108,47 @@ def run_one(task: Task, seed: int, logdir: pathlib.Path, extra: list[str]) -> di
     records = read_metrics(logdir)
     returns = [r["episode_return_mean"] for r in records if r["episode_return_mean"] is not None]
     fps = sorted(r["frames"] / r["wall_s"] for r in records if r["wall_s"] > 0)
+    curve = [(r["frames"], r["episode_return_mean"]) for r in records
+             if r["episode_return_mean"] is not None]
     return {
         "seed": seed,
         "frames_to_threshold": hit and hit["frames"],
         "seconds_to_threshold": hit and hit["seconds"],
         "final_return": returns[-1] if returns else None,
+        "late_return": late_return(curve, records[-1]["frames"]),
         "best_return": max(returns) if returns else None,
         "frames": records[-1]["frames"],
         "seconds": seconds,
-        "curve": [(r["frames"], r["episode_return_mean"]) for r in records
-                  if r["episode_return_mean"] is not None],
+        "curve": curve,
         "frames_per_s_from_launch": round(records[-1]["frames"] / seconds),
         "median_cumulative_fps": round(statistics.median(fps)) if fps else None,
     }
+
+
+def late_return(curve: list[tuple[int, float]], frames: int) -> float | None:
+    """The mean of the reports' 100-episode means (`curve`: (frames, mean) pairs) over the
+    run's last quarter of `frames`: where reports are more than 100 episodes apart
+    (Blackjack: ~650), it averages thousands of episodes, steadier than the final report's
+    100 (a Blackjack mean varies by about 0.1)."""
+    late = [mean for at, mean in curve if at >= 0.75 * frames]
+    return round(statistics.fmean(late), 4) if late else None
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def print_table(results: dict[str, list[dict]]) -> None:
+    rows = []
+    for name, runs in results.items():
+        for run in runs:
+            rows.append((TASKS[name].env, run["seed"], f"{TASKS[name].threshold:g}",
+                         f"{run['frames_to_threshold']:,}" if run["frames_to_threshold"] else "not reached",
+                         run["seconds_to_threshold"] if run["seconds_to_threshold"] is not None else "-",
+                         _number(run["final_return"]), _number(run.get("late_return")),
+                         f"{run['frames']:,}", run["seconds"], TASKS[name].anchor))
+    print(table(["task", "seed", "threshold", "frames to threshold", "s from launch",
+                 "final return", "last-quarter mean", "frames", "run s", "anchor"], rows))
 
 
 def draw(results: dict[str, list[dict]], path: pathlib.Path) -> None:
@@ -148,10 +178,18 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--label", default="defaults", help="names the output files and run folders")
     parser.add_argument("--out", default="runs/benchmarks/learning")
+    parser.add_argument("--merge", nargs="+", metavar="LABEL",
+                        help="run nothing: combine the saved OUT/LABEL.json of earlier invocations "
+                             "(e.g. other seeds) into one table, figure and JSON under --label")
     args = parser.parse_args(argv)
     out = pathlib.Path(args.out)
     results: dict[str, list[dict]] = {}
-    for name in args.tasks:
+    for label in args.merge or ():
+        for name, runs in json.loads((out / f"{label}.json").read_text())["results"].items():
+            for run in runs:  # files written before late_return was recorded
+                run.setdefault("late_return", late_return(run["curve"], run["frames"]))
+            results.setdefault(name, []).extend(runs)
+    for name in [] if args.merge else args.tasks:
         task = TASKS[name]
         for seed in args.seeds:
             logdir = out / args.label / f"{name}-s{seed}"
@@ -164,23 +202,14 @@ def main() -> None:
                   + (f"{run['frames_to_threshold']:,} frames, {run['seconds_to_threshold']} s"
                      if run["frames_to_threshold"] is not None else "not reached")
                   + f"; final {run['final_return']}; run {run['seconds']} s", flush=True)
-    rows = []
-    for name, runs in results.items():
-        for run in runs:
-            rows.append((TASKS[name].env, run["seed"], f"{TASKS[name].threshold:g}",
-                         f"{run['frames_to_threshold']:,}" if run["frames_to_threshold"] else "not reached",
-                         run["seconds_to_threshold"] if run["seconds_to_threshold"] is not None else "-",
-                         "-" if run["final_return"] is None else f"{run['final_return']:.1f}",
-                         f"{run['frames']:,}", run["seconds"],
-                         TASKS[name].anchor))
     print()
-    print(table(["task", "seed", "threshold", "frames to threshold", "s from launch",
-                 "final return", "frames", "run s", "anchor"], rows))
+    print_table(results)
     figure = out / f"{args.label}.png"
     draw(results, figure)
     print(f"wrote {figure}")
     write_json(str(out / f"{args.label}.json"),
                {"benchmark": "learning", "label": args.label, "train_flags": extra,
+                "merged_from": args.merge,
                 "tasks": {name: dataclasses.asdict(TASKS[name]) for name in results},
                 "results": results, "cpus": os.cpu_count()})
 

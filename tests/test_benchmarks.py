@@ -91,3 +91,11 @@ def test_the_taxi_optimum_is_what_its_greedy_policy_scores_in_gymnasiums_env():
     returns = _play("Taxi-v4", lambda obs: int(greedy[obs]), episodes=2_000)
     standard_error = returns.std() / np.sqrt(len(returns))
     assert abs(returns.mean() - optimum) < 4 * standard_error
+
+
+def test_the_late_return_averages_the_reports_of_the_last_quarter_of_frames():
+    import learning
+
+    curve = [(100, -5.0), (700, 1.0), (750, 2.0), (900, 4.0), (1000, 6.0)]
+    assert learning.late_return(curve, 1000) == pytest.approx(4.0)  # 750, 900 and 1000
+    assert learning.late_return([(100, 1.0)], 1000) is None  # nothing reported that late
