@@ -106,10 +106,10 @@ def run_one(task: Task, seed: int, logdir: pathlib.Path, extra: list[str]) -> di
     if process.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed (exit {process.returncode}):\n{stderr}")
     records = read_metrics(logdir)
-    returns = [r["episode_return_mean"] for r in records if r["episode_return_mean"] is not None]
     fps = sorted(r["frames"] / r["wall_s"] for r in records if r["wall_s"] > 0)
     curve = [(r["frames"], r["episode_return_mean"]) for r in records
              if r["episode_return_mean"] is not None]
+    returns = [mean for _, mean in curve]
     return {
         "seed": seed,
         "frames_to_threshold": hit and hit["frames"],

@@ -147,24 +147,33 @@ def _is_flattened(space: gymnasium.Space) -> bool:
     return not isinstance(space, gymnasium.spaces.Box) and _flattens_to_a_vector(space)
 
 
+_DISCRETE = (gymnasium.spaces.Discrete, gymnasium.spaces.MultiDiscrete, gymnasium.spaces.MultiBinary)
+
+
+def _parts(space: gymnasium.Space) -> list[gymnasium.Space] | None:
+    """The member spaces of a Tuple or Dict; None for any other space."""
+    if isinstance(space, gymnasium.spaces.Dict):
+        return list(space.spaces.values())
+    if isinstance(space, gymnasium.spaces.Tuple):
+        return list(space.spaces)
+    return None
+
+
 def _flattens_to_a_vector(space: gymnasium.Space) -> bool:
-    spaces = gymnasium.spaces
-    if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
-        return True
-    if isinstance(space, spaces.Box):
-        return len(space.shape) == 1
-    if isinstance(space, (spaces.Tuple, spaces.Dict)):
-        parts = space.spaces.values() if isinstance(space, spaces.Dict) else space.spaces
+    parts = _parts(space)
+    if parts is not None:
         return len(parts) > 0 and all(_flattens_to_a_vector(part) for part in parts)
-    return False  # Text, Sequence, Graph, OneOf: no fixed-size vector an MLP could take
+    if isinstance(space, gymnasium.spaces.Box):
+        return len(space.shape) == 1
+    # Text, Sequence, Graph, OneOf: no fixed-size vector an MLP could take.
+    return isinstance(space, _DISCRETE)
 
 
 def _all_discrete(space: gymnasium.Space) -> bool:
-    spaces = gymnasium.spaces
-    if isinstance(space, (spaces.Tuple, spaces.Dict)):
-        parts = space.spaces.values() if isinstance(space, spaces.Dict) else space.spaces
+    parts = _parts(space)
+    if parts is not None:
         return all(_all_discrete(part) for part in parts)
-    return isinstance(space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary))
+    return isinstance(space, _DISCRETE)
 
 
 def _flatten_observations(env: gymnasium.Env) -> gymnasium.Env:

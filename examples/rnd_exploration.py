@@ -24,8 +24,8 @@ observations:
 
 This is the episodic, single-value-head simplification of RND (the paper keeps a second
 value head for non-episodic intrinsic returns, and divides the bonus by a running standard
-deviation, where this one is standardised per batch and so never fades). Actors only run the policy: the
-predictor's weights travel with the agent's but are not used there.
+deviation, where this one is standardised per batch and so never fades). Actors only run
+the policy: the predictor's weights travel with the agent's but are not used there.
 Measured: README, "Exploration: random network distillation (an example)".
 """
 

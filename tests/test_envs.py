@@ -65,4 +65,3 @@ def test_atari_without_ale_py_says_which_extra_to_install(env_id):
         make_vector_env(env_id, num_envs=1, seed=0)
     with pytest.raises(ValueError, match=expected):
         describe_env(env_id)
-
