@@ -22,6 +22,7 @@ def build_actor(*, env: EnvConfig, actors: ActorConfig, agent_factory: Callable[
     from impala_rep.envs.factory import make_vector_env
 
     vector_env = make_vector_env(env.id, num_envs=actors.envs_per_actor, seed=seed,
-                                 sticky_actions=env.sticky_actions, episodic_life=env.episodic_life)
+                                 sticky_actions=env.sticky_actions, episodic_life=env.episodic_life,
+                                 max_episode_steps=env.max_episode_steps)
     return Actor(env=vector_env, agent=agent_factory(), unroll_length=actors.unroll_length, seed=seed,
                  return_discount=return_discount)

@@ -39,6 +39,9 @@ Env options
 ids; None keeps the env's own default (the id's registered value for Atari:
 0.25 for "ALE/<Game>-v5", 0 for "<Game>NoFrameskip-v4"; 0.1 for MinAtar).
 `episodic_life` (a lost life ends the episode) applies to Atari ids only.
+`max_episode_steps` replaces a gymnasium id's registered time limit (gymnasium.make's
+own argument: a `TimeLimit` that truncates); Atari and MinAtar ids have their own
+episode rules and refuse it.
 `check_env_options` rejects an option the env does not have, rather than
 ignoring it.
 
@@ -210,11 +213,12 @@ def _check_observation_space(env_id: str, space: gymnasium.Space) -> None:
 
 
 def make_vector_env(env_id: str, *, num_envs: int, seed: int, sticky_actions: float | None = None,
-                    episodic_life: bool = False) -> gymnasium.vector.VectorEnv:
+                    episodic_life: bool = False,
+                    max_episode_steps: int | None = None) -> gymnasium.vector.VectorEnv:
     """A SAME_STEP-autoreset vector env of `num_envs` copies of `env_id`, seeded.
 
-    `sticky_actions` and `episodic_life`: see "Env options" in the module
-    docstring; ValueError (from `check_env_options`) where they do not apply.
+    `sticky_actions`, `episodic_life` and `max_episode_steps`: see "Env options" in
+    the module docstring; ValueError (from `check_env_options`) where they do not apply.
 
     Observations come batched `[num_envs, *obs_shape]`; actions are `[num_envs]`
     integers. The env is already reset with `reset(seed=seed)` (sync envs seed
@@ -225,7 +229,8 @@ def make_vector_env(env_id: str, *, num_envs: int, seed: int, sticky_actions: fl
     """
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-    check_env_options(env_id, sticky_actions=sticky_actions, episodic_life=episodic_life)
+    check_env_options(env_id, sticky_actions=sticky_actions, episodic_life=episodic_life,
+                      max_episode_steps=max_episode_steps)
     _check_env_id(env_id)
     if atari.is_atari_id(env_id):
         # Already reset with `seed` (sub-env i gets seed + i).
@@ -238,7 +243,8 @@ def make_vector_env(env_id: str, *, num_envs: int, seed: int, sticky_actions: fl
                                                sticky_action_prob=sticky_actions)
     # gymnasium.make_vec does not take the "module:EnvId" form; the module is
     # imported by now (_check_env_id), so the bare id is registered.
-    env = _make_same_step_vector_env(env_id.split(":", 1)[-1], num_envs=num_envs)
+    env = _make_same_step_vector_env(env_id.split(":", 1)[-1], num_envs=num_envs,
+                                     max_episode_steps=max_episode_steps)
     try:
         _num_discrete_actions(env_id, env.single_action_space)
     except ValueError:
@@ -249,7 +255,7 @@ def make_vector_env(env_id: str, *, num_envs: int, seed: int, sticky_actions: fl
 
 
 def check_env_options(env_id: str, *, sticky_actions: float | None = None,
-                      episodic_life: bool = False) -> None:
+                      episodic_life: bool = False, max_episode_steps: int | None = None) -> None:
     """Raises a one-line ValueError if an option does not apply to `env_id` (its range is
     `EnvConfig`'s to check, and the env builders').
 
@@ -264,15 +270,21 @@ def check_env_options(env_id: str, *, sticky_actions: float | None = None,
     if episodic_life and not atari.is_atari_id(env_id):
         raise ValueError(f"bad episodic_life {episodic_life!r}: a life loss ending the episode applies "
                          f"to Atari ids ('ALE/<Game>-v5', '<Game>NoFrameskip-v4'), not {env_id!r}")
+    if max_episode_steps is not None and (atari.is_atari_id(env_id) or minatar.is_minatar_id(env_id)):
+        raise ValueError(f"bad max_episode_steps {max_episode_steps!r}: a time limit applies to "
+                         f"gymnasium's own ids, not the Atari or MinAtar id {env_id!r}")
 
 
-def _make_same_step_vector_env(env_id: str, *, num_envs: int) -> gymnasium.vector.VectorEnv:
+def _make_same_step_vector_env(env_id: str, *, num_envs: int,
+                               max_episode_steps: int | None) -> gymnasium.vector.VectorEnv:
     # Why CartPole-v1 has its own class and not always the vector entry point:
     # see the module docstring.
     if env_id == "CartPole-v1":
-        return CartPoleSameStepVectorEnv(num_envs=num_envs,
-                                         max_episode_steps=gymnasium.spec(env_id).max_episode_steps)
-    if gymnasium.spec(env_id).vector_entry_point is not None:
+        limit = max_episode_steps or gymnasium.spec(env_id).max_episode_steps
+        return CartPoleSameStepVectorEnv(num_envs=num_envs, max_episode_steps=limit)
+    # A vector entry point takes its own kwargs, not gymnasium.make's time limit: with one
+    # given, the sub-envs are made one by one below.
+    if gymnasium.spec(env_id).vector_entry_point is not None and max_episode_steps is None:
         env = gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point")
         if (env.metadata.get("autoreset_mode") == AutoresetMode.SAME_STEP
                 and not _is_flattened(env.single_observation_space)):
@@ -280,9 +292,10 @@ def _make_same_step_vector_env(env_id: str, *, num_envs: int) -> gymnasium.vecto
         env.close()
     # Each sub-env flattens its own observations where they need it, so SAME_STEP's
     # `info["final_obs"]` (a truncated episode's last observation) is flattened too.
+    limit = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
     return gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
                               vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
-                              wrappers=[_flattened_if_needed])
+                              wrappers=[_flattened_if_needed], **limit)
 
 
 def _check_env_id(env_id: str) -> None:

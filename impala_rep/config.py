@@ -52,6 +52,11 @@ class EnvConfig:
     episodic_life: bool = _field(
         False, "Atari: a lost life ends the episode for training (ale-py then restarts the game, "
                "so returns are one life's score)")
+    max_episode_steps: int | None = _field(
+        None, "gymnasium ids: end an episode after this many steps (truncated: its targets "
+              "bootstrap from the last observation's value), replacing the id's registered time "
+              "limit; none keeps the registered one (CliffWalking-v1 has none). Not for Atari or "
+              "MinAtar ids", metavar="STEPS")
 
     def __post_init__(self):
         require(isinstance(self.id, str) and bool(self.id), "env", self.id, "must be a gymnasium id")
@@ -59,6 +64,9 @@ class EnvConfig:
         require(sticky is None or is_sticky_probability(sticky), "sticky_actions",
                  sticky, f"must be {STICKY_ACTIONS_RANGE}, or None for the env's own")
         _bools(self, "episodic_life")
+        require(self.max_episode_steps is None or (is_int(self.max_episode_steps)
+                                                   and self.max_episode_steps >= 1),
+                 "max_episode_steps", self.max_episode_steps, "must be a positive integer, or None")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

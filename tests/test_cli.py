@@ -57,6 +57,11 @@ def test_demo_trains_replicated_and_matches_one_device():
         (["train", "--sticky-actions", "0.2"], "bad sticky_actions 0.2: sticky actions apply to Atari"),
         (["train", "--episodic-life", "--logdir", "{tmp}/run"],
          "bad episodic_life True: a life loss ending the episode applies to Atari ids"),
+        (["train", "--max-episode-steps", "0"],
+         "argument --max-episode-steps: expected a positive integer, got 0"),
+        (["train", "--env", "MinAtar/Breakout-v1", "--max-episode-steps", "100", "--logdir", "{tmp}/run"],
+         "bad max_episode_steps 100: a time limit applies to gymnasium's own ids, not the Atari or "
+         "MinAtar id 'MinAtar/Breakout-v1'"),
         (["train", "--hidden-sizes", "64,x"],
          "argument --hidden-sizes: expected comma-separated positive integers such as 64,64, got '64,x'"),
         (["train", "--max-grad-norm", "off"], "argument --max-grad-norm: expected a number or none, got 'off'"),

@@ -41,3 +41,28 @@ def test_verbose_shows_tensorflows_own_lines(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     foreign = _foreign(proc.stderr)
     assert any("cuda" in line.lower() or "onednn" in line.lower() for line in foreign), proc.stderr
+
+
+def test_a_run_whose_episodes_never_end_says_so_once_and_the_time_limit_flag_ends_them(tmp_path):
+    """CliffWalking-v1 has no time limit: falling off the cliff only returns the agent to the
+    start, so a policy that does not find the goal never ends an episode and the return stays
+    n/a. After 1,000 steps in each env the console says why, once; with --max-episode-steps
+    episodes are truncated there and a return appears."""
+    common = ("--env", "CliffWalking-v1", "--launcher", "local", "--num-actors", "1",
+              "--envs-per-actor", "4", "--batch-size", "4", "--seed", "1")
+    proc = _train(*common, "--total-frames", "12000", "--logdir", str(tmp_path / "open"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    hints = [line for line in proc.stdout.splitlines() if "no episode has ended" in line]
+    assert len(hints) == 1, proc.stdout
+    assert "--max-episode-steps N ends episodes after N steps" in hints[0]
+    assert "final mean return" not in proc.stdout or "n/a" in proc.stdout
+
+    proc = _train(*common, "--total-frames", "4000", "--max-episode-steps", "100",
+                  "--logdir", str(tmp_path / "limited"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "no episode has ended" not in proc.stdout
+    returns = [line.split("return")[1].split()[0] for line in proc.stdout.splitlines()
+               if line.startswith("[")]
+    assert returns[-1] != "n/a", proc.stdout
+    # Every step of a 100-step episode that never ends at the goal costs -1 (a fall -100).
+    assert float(returns[-1]) <= -100

@@ -65,3 +65,25 @@ def test_atari_without_ale_py_says_which_extra_to_install(env_id):
         make_vector_env(env_id, num_envs=1, seed=0)
     with pytest.raises(ValueError, match=expected):
         describe_env(env_id)
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Acrobot-v1", "CliffWalking-v1"])
+def test_max_episode_steps_replaces_the_registered_time_limit(env_id):
+    """CartPole's 500 and Acrobot's 500 become 7; CliffWalking, registered with no limit, gets
+    one. The 7th step truncates (not terminates) every sub-env, and SAME_STEP's final_obs
+    holds the observation it reached, in the form the agent sees (CliffWalking's one-hot)."""
+    env = make_vector_env(env_id, num_envs=2, seed=3, max_episode_steps=7)
+    try:
+        obs, _ = env.reset()
+        for step in range(1, 8):
+            obs, _, terminated, truncated, info = env.step(np.zeros(2, dtype=np.int64))
+            assert not terminated.any()
+            assert truncated.all() == (step == 7) and truncated.any() == (step == 7)
+        final = np.stack(info["final_obs"])
+        assert final.shape == obs.shape and final.dtype == obs.dtype
+        assert not np.array_equal(final, obs)  # obs is already the next episode's first
+        if env_id == "CliffWalking-v1":
+            # Seven moves up from the start (row 3, column 0) end in the top-left cell, state 0.
+            np.testing.assert_array_equal(final, np.eye(48, dtype=np.uint8)[[0, 0]])
+    finally:
+        env.close()

@@ -47,6 +47,7 @@ class Monitor:
         self._progress = _Progress(out, plan.config.run.total_frames)
         self._log: RunLog | None = None
         self._last: dict[str, float] = {}
+        self._no_episode_hint: float | None = None  # frames produced at which to give it
         self.records: list[dict[str, Any]] = []
         self.last_checkpoint: tuple[str, int] | None = None
         self.write_failure: str | None = None  # the first failed write of the logs, one line
@@ -73,6 +74,11 @@ class Monitor:
         self.last_checkpoint = first.last_checkpoint
         self._last = {"t": time.monotonic(), "produced": self._skip * first.frames_produced,
                       "consumed": self._skip * first.frames_consumed, "busy": 0.0}
+        # Atari ids (frame skip 4) have their own episode rules and refuse the flag the hint names.
+        if first.episodes == 0 and self._skip == 1:
+            config = self._config
+            envs = config.actors.num_actors * config.actors.envs_per_actor
+            self._no_episode_hint = self._last["produced"] + envs * _NO_EPISODE_STEPS
 
     def _open_logs(self, first: LearnerReport, restored_from: str | None) -> None:
         path = pathlib.Path(self._config.run.logdir)
@@ -124,6 +130,22 @@ class Monitor:
                 self._log.write(record)
         if progress:
             self._progress.update(record)
+        self._hint_if_no_episode_ends(record)
+
+    def _hint_if_no_episode_ends(self, record: dict[str, Any]) -> None:
+        """Once, when every env has stepped _NO_EPISODE_STEPS times without an episode ending:
+        the return stays n/a, and an env with no time limit (CliffWalking-v1) may never end one."""
+        if self._no_episode_hint is None or record["episodes"] > 0:
+            self._no_episode_hint = None
+            return
+        if record["frames_produced"] >= self._no_episode_hint:
+            self._no_episode_hint = None
+            limit = self._config.env.max_episode_steps
+            advice = ("--max-episode-steps N ends episodes after N steps, as a time limit does"
+                      if limit is None else f"each lasts up to --max-episode-steps {limit}")
+            self._progress.interrupt()
+            self.say(f"no episode has ended in {record['frames_produced']:,} frames "
+                     f"({_NO_EPISODE_STEPS:,}+ steps in each env), so no return is known yet; {advice}")
 
     def finish_progress(self) -> None:
         self._progress.finish()
@@ -200,6 +222,11 @@ class Monitor:
         return round((time.monotonic() if now is None else now) - self._start, 3)
 
 
+# Steps every env takes without an episode ending before the console says so: above the
+# time limits of gymnasium's classic control and toy_text ids (200-500) and MinAtar's episodes.
+_NO_EPISODE_STEPS = 1_000
+
+
 class _Progress:
     """One progress line, refreshed in place on a terminal and printed per report otherwise."""
 
@@ -223,6 +250,10 @@ class _Progress:
     def finish(self) -> None:
         if self._tty:
             self._out.write("\n")
+
+    def interrupt(self) -> None:
+        """Before a message: a terminal's in-place line ends first."""
+        self.finish()
 
 
 def _record(report: LearnerReport, last: dict[str, float], *, now: float, wall_s: float, skip: int,

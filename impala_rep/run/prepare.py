@@ -102,7 +102,8 @@ def prepare(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
         if on_this_machine:
             check_devices(config)
         check_env_options(config.env.id, sticky_actions=config.env.sticky_actions,
-                          episodic_life=config.env.episodic_life)
+                          episodic_life=config.env.episodic_life,
+                          max_episode_steps=config.env.max_episode_steps)
         env_spec = describe_env(config.env.id)
         if on_this_machine:
             check_memory(config, env_spec.observation_shape, env_spec.observation_dtype,
