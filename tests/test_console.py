@@ -66,3 +66,27 @@ def test_a_run_whose_episodes_never_end_says_so_once_and_the_time_limit_flag_end
     assert returns[-1] != "n/a", proc.stdout
     # Every step of a 100-step episode that never ends at the goal costs -1 (a fall -100).
     assert float(returns[-1]) <= -100
+
+
+def test_a_report_in_which_nothing_moved_is_not_shown_until_30_s_pass():
+    """The learner tracing its first step left a "0 f/s" line right after the first one: a
+    line only when frames moved, or when 30 s passed without one (the run is alive)."""
+    import io
+
+    from impala_rep.run.monitor import _Progress
+
+    out = io.StringIO()
+    progress = _Progress(out, total_frames=10_000)
+
+    def report(wall_s, frames, produced):
+        progress.update({"wall_s": wall_s, "frames": frames, "frames_produced": produced,
+                         "env_fps": 0.0, "learner_fps": 0.0, "episode_return_mean": None,
+                         "policy_lag_mean": None})
+        return out.getvalue().count("\n")
+
+    assert report(2.0, 640, 640) == 1
+    assert report(4.0, 640, 640) == 1        # nothing moved: no line
+    assert report(6.0, 640, 1280) == 2       # the actors produced: a line
+    assert report(20.0, 640, 1280) == 2
+    assert report(36.5, 640, 1280) == 3      # 30 s without a line: one anyway
+    assert report(38.5, 1280, 1280) == 4

@@ -227,14 +227,27 @@ class Monitor:
 _NO_EPISODE_STEPS = 1_000
 
 
+# A report in which no frame was produced or consumed (the learner tracing its step at
+# start-up, a long checkpoint) is shown only when this long has passed since the last line.
+_STILL_LINE_EVERY_S = 30.0
+
+
 class _Progress:
-    """One progress line, refreshed in place on a terminal and printed per report otherwise."""
+    """One progress line, refreshed in place on a terminal and printed per report otherwise;
+    a report in which nothing moved is skipped unless `_STILL_LINE_EVERY_S` passed without a
+    line (a row of "0 f/s" lines says nothing new)."""
 
     def __init__(self, out: TextIO, total_frames: int):
         self._out, self._total = out, total_frames
         self._tty = out.isatty()
+        self._shown: tuple[float, float, float] | None = None  # wall_s, frames, produced
 
     def update(self, record: dict[str, Any]) -> None:
+        moved = (self._shown is None
+                 or (record["frames"], record["frames_produced"]) != self._shown[1:])
+        if not moved and record["wall_s"] - self._shown[0] < _STILL_LINE_EVERY_S:
+            return
+        self._shown = (record["wall_s"], record["frames"], record["frames_produced"])
         done = record["frames"] / self._total
         rate = record["learner_fps"]
         eta = (self._total - record["frames"]) / rate if rate > 0 else float("inf")
