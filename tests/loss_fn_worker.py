@@ -1,11 +1,14 @@
-"""Runs the custom-agent example's agent and loss in a Learner on N logical CPU devices.
+"""Runs an example's agent and loss in a Learner on N logical CPU devices.
 
 The device count is fixed when TensorFlow initialises, so tests/test_loss_fn.py runs
-`python loss_fn_worker.py N` in a fresh process and compares what it prints with the
-same case on one device in the test process (`run_case` is shared). Nothing here asserts.
+`python loss_fn_worker.py N CASE` in a fresh process and compares what it prints with
+the same case on one device in the test process (`run_case` is shared). Nothing here
+asserts. Cases (`CASES`): the custom-agent example's batch-norm agent with its
+L2-regularised loss, and the RND example's agent with its bonus-rewarded loss.
 """
 
 import functools
+import importlib
 import json
 import pathlib
 import sys
@@ -17,34 +20,53 @@ from impala_rep import Replicator
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples"))
 
-T, B, A, OBS = 5, 4, 2, 4
+T, B = 5, 4
 STEPS = 3
 
 
-def run_case(replicator):
-    """STEPS SGD steps of the example's batch-norm agent with its L2-regularised loss."""
+def _custom_agent():
+    from custom_agent import l2_regularised_loss, make_agent
+
+    # A large L2 cost, so that counting it once per replica would show.
+    return make_agent, functools.partial(l2_regularised_loss, l2_cost=0.1), (4,), 2, 0.5
+
+
+def _rnd_exploration():
+    from rnd_exploration import make_agent, rnd_loss
+
+    # MountainCar's two observations (make_agent scales them with its bounds: random ones
+    # become large, so the weights start smaller); a large bonus weight, so that
+    # standardising it per replica instead of globally would show.
+    return make_agent, functools.partial(rnd_loss, intrinsic_cost=0.5), (2,), 3, 0.05
+
+
+CASES = {"custom_agent": _custom_agent, "rnd_exploration": _rnd_exploration}
+
+
+def run_case(replicator, case="custom_agent"):
+    """STEPS SGD steps of `case`'s agent and loss from random trainable weights."""
     import tensorflow as tf
 
-    from custom_agent import l2_regularised_loss, make_agent
     from impala_rep import Learner, OptimizerConfig
 
-    learner = Learner(agent=make_agent(observation_shape=(OBS,), num_actions=A), replicator=replicator,
-                      observation_shape=(OBS,), total_steps=10,
+    make_agent, loss_fn, observation_shape, num_actions, weight_scale = CASES[case]()
+    learner = Learner(agent=make_agent(observation_shape=observation_shape, num_actions=num_actions),
+                      replicator=replicator, observation_shape=observation_shape, total_steps=10,
                       optimizer=OptimizerConfig(max_grad_norm=None),
-                      make_optimizer=lambda: tf.keras.optimizers.SGD(0.02),
-                      # a large L2 cost, so that counting it once per replica would show
-                      loss_fn=functools.partial(l2_regularised_loss, l2_cost=0.1))
+                      make_optimizer=lambda: tf.keras.optimizers.SGD(0.02), loss_fn=loss_fn)
     rng = np.random.default_rng(1)
     trainable = len(learner.agent.trainable_variables)
-    initial = [rng.normal(scale=0.5, size=w.shape).astype(np.float32) if i < trainable else w
+    initial = [rng.normal(scale=weight_scale, size=w.shape).astype(np.float32) if i < trainable else w
                for i, w in enumerate(learner.agent.get_weights())]
     learner.agent.set_weights(initial)
-    metrics = [learner.step(random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=seed))
+    metrics = [learner.step(random_unroll(T=T, B=B, obs_size=observation_shape[0],
+                                          num_actions=num_actions, seed=seed))
                for seed in range(STEPS)]
     return {
         "num_replicas": replicator.num_replicas,
         "initial": [w.tolist() for w in initial],
-        # trainable weights, then the batch-norm moving mean and variance
+        # trainable weights, then any non-trainable state the agent publishes (batch norm's
+        # moving mean and variance)
         "weights": [w.tolist() for w in learner.get_weights()[1]],
         "num_trainable": trainable,
         "metrics": metrics,
@@ -52,4 +74,4 @@ def run_case(replicator):
 
 
 if __name__ == "__main__":
-    print("RESULT " + json.dumps(run_case(Replicator(f"cpu:{int(sys.argv[1])}"))))
+    print("RESULT " + json.dumps(run_case(Replicator(f"cpu:{int(sys.argv[1])}"), sys.argv[2])))

@@ -107,23 +107,37 @@ def test_a_loss_breaking_the_contract_is_named(replicator, loss_fn, error, match
     assert learner.num_steps == 0
 
 
-def test_custom_loss_and_cross_replica_batch_norm_two_replicas_equal_one(replicator):
-    proc = subprocess.run([sys.executable, str(WORKER), "2"], capture_output=True, text=True,
+def _two_replicas_and_one(replicator, case):
+    proc = subprocess.run([sys.executable, str(WORKER), "2", case], capture_output=True, text=True,
                           timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, f"worker failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     two = json.loads(lines[-1][len("RESULT "):])
-    one = loss_fn_worker.run_case(replicator)
+    one = loss_fn_worker.run_case(replicator, case)
     assert (two["num_replicas"], one["num_replicas"]) == (2, 1)
     for i0, i1 in zip(two["initial"], one["initial"]):
         np.testing.assert_array_equal(i0, i1)
     moved = max(np.abs(np.subtract(w, i)).max() for w, i in zip(one["weights"], one["initial"]))
     assert moved > 1e-2
-    # Trainable weights and the batch-norm moving statistics both agree: the penalty
-    # counted once, and the normalisation used the global batch's statistics.
     for w2, w1 in zip(two["weights"], one["weights"]):
         np.testing.assert_allclose(w2, w1, rtol=1e-5, atol=1e-5)
+    return two, one
+
+
+def test_custom_loss_and_cross_replica_batch_norm_two_replicas_equal_one(replicator):
+    # Trainable weights and the batch-norm moving statistics both agree: the penalty
+    # counted once, and the normalisation used the global batch's statistics.
+    two, one = _two_replicas_and_one(replicator, "custom_agent")
     assert len(one["weights"]) == one["num_trainable"] + 2
     for m2, m1 in zip(two["metrics"], one["metrics"]):
         for key in set(m1) - {"value_explained_variance"}:  # a per-shard ratio (impala_loss)
+            assert m2[key] == pytest.approx(m1[key], rel=1e-4, abs=1e-5), key
+
+
+def test_the_rnd_example_two_replicas_equal_one(replicator):
+    """examples/rnd_exploration.py standardises its bonus over the global batch (all
+    replicas' shards), so 2 replicas update as 1 does, the predictor included."""
+    two, one = _two_replicas_and_one(replicator, "rnd_exploration")
+    for m2, m1 in zip(two["metrics"], one["metrics"]):
+        for key in set(m1) - {"value_explained_variance"}:  # a per-shard ratio
             assert m2[key] == pytest.approx(m1[key], rel=1e-4, abs=1e-5), key
