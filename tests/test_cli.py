@@ -1,5 +1,6 @@
 """The impala-rep command: misuse exits 2 with a one-line error; the demo runs."""
 
+import pathlib
 import subprocess
 import sys
 
@@ -9,6 +10,19 @@ import pytest
 def _cli(*args, timeout=300):
     return subprocess.run([sys.executable, "-m", "impala_rep", *args], capture_output=True,
                           text=True, timeout=timeout)
+
+
+def _refused_in_process(argv, capsys) -> str:
+    """The command's `main` in this process (as `python -m impala_rep` calls it, ~2 s cheaper
+    than a new process) for input refused before anything starts; its last stderr line,
+    after checking the exit status 2."""
+    from impala_rep.run.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2, err
+    return err[-1]
 
 
 @pytest.mark.parametrize(
@@ -72,12 +86,22 @@ def test_demo_trains_replicated_and_matches_one_device():
         (["train", "--preset", "pong"], "argument --preset: invalid choice: 'pong'"),
     ],
 )
-def test_train_and_plot_misuse_exit_2(args, message, tmp_path):
+def test_train_and_plot_misuse_exit_2(args, message, tmp_path, capsys):
     (tmp_path / "file.txt").write_text("not a directory")
-    proc = _cli(*[a.replace("{tmp}", str(tmp_path)) for a in args], timeout=120)
+    last = _refused_in_process([a.replace("{tmp}", str(tmp_path)) for a in args], capsys)
+    assert last.startswith("impala-rep") and message in last, last
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt"]  # nothing written
+
+
+def test_the_installed_command_refuses_bad_input_in_one_line(tmp_path):
+    """The cases above call `main` in-process; here the console script itself, in a new process."""
+    proc = subprocess.run([str(pathlib.Path(sys.executable).with_name("impala-rep")), "train",
+                           "--discount", "1.5", "--logdir", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr[-2000:]
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("impala-rep") and message in last, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines() == [
+        "usage: impala-rep [-h] COMMAND ...", "impala-rep: error: bad discount 1.5: must be in [0, 1]"]
+    assert not (tmp_path / "run").exists()
 
 
 def test_train_refuses_non_empty_logdir_and_writes_nothing(tmp_path):
@@ -181,7 +205,7 @@ def _fake_run(path, **changes):
         ("run", ["--learner-devices", "cpu:3"], "bad batch_size 32: must split evenly over the 3"),
     ],
 )
-def test_resume_misuse_exits_2_and_writes_nothing(tmp_path, setup, args, message):
+def test_resume_misuse_exits_2_and_writes_nothing(tmp_path, setup, args, message, capsys):
     run = tmp_path / "run"
     if setup == "empty":
         run.mkdir()
@@ -192,9 +216,7 @@ def test_resume_misuse_exits_2_and_writes_nothing(tmp_path, setup, args, message
         _fake_run(run)
     before = sorted(str(p) for p in tmp_path.rglob("*"))
     argv = [a.replace("{tmp}", str(tmp_path)) for a in ["train", "--resume", str(run), *args]]
-    proc = _cli(*argv, timeout=120)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    last = proc.stderr.strip().splitlines()[-1]
+    last = _refused_in_process(argv, capsys)
     assert last.startswith("impala-rep") and message.replace("{run}", str(run)) in last, last
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before
 

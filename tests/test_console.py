@@ -15,7 +15,7 @@ OWN = ("impala-rep", "[", "  ")
 
 
 def _train(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "impala_rep", "train", "--total-frames", "20000",
+    return subprocess.run([sys.executable, "-m", "impala_rep", "train", "--total-frames", "8000",
                            "--envs-per-actor", "16", "--batch-size", "16", *args],
                           capture_output=True, text=True, timeout=300, env=env)
 

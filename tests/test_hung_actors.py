@@ -34,10 +34,12 @@ def _events(logdir):
 
 
 # Under Ray with two learner hosts (actor s feeds host s % 2, so the hung actor's host
-# has no batch and both wait), and with the local launcher's threads.
+# has no batch and both wait), and with the local launcher's threads. Ray's replacement
+# actor imports TensorFlow within its 20 s (a second restart would fail the test); a local
+# replacement is a thread of a process that has, so 8 s is ample there.
 @pytest.mark.parametrize("flags", [
     ["--num-actors", "2", "--learner-hosts", "2"],
-    ["--num-actors", "1", "--launcher", "local"],
+    ["--num-actors", "1", "--launcher", "local", "--actor-timeout", "8"],
 ], ids=["ray-two-learner-hosts", "local"])
 def test_a_hung_actor_is_replaced_and_the_run_finishes(tmp_path, flags):
     done, logdir = _train(tmp_path, *flags)

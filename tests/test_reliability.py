@@ -78,7 +78,7 @@ def records(logdir):
 
 def test_a_killed_actor_is_replaced_and_counted(local_ray, tmp_path):
     logdir = tmp_path / "run"
-    config = TrainConfig.from_keys(dict(SMALL, num_actors=2, total_frames=150_000, seed=2,
+    config = TrainConfig.from_keys(dict(SMALL, num_actors=2, total_frames=60_000, seed=2,
                                         logdir=str(logdir)))
     killer = kill_when(lambda: (logdir / "metrics.jsonl").exists()
                        and (logdir / "metrics.jsonl").stat().st_size > 0, "_ActorProcess")

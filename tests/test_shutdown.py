@@ -69,7 +69,8 @@ def listening_ports(pids: set[int]) -> set[int]:
 def start_training(logdir: pathlib.Path, *flags: str) -> subprocess.Popen:
     command = [sys.executable, "-m", "impala_rep", "train", "--env", "CartPole-v1",
                "--num-actors", "1", "--envs-per-actor", "16", "--batch-size", "16",
-               "--total-frames", "100000000", "--logdir", str(logdir), *flags]
+               # Reports every 0.5 s: the tests wait for one that shows training.
+               "--total-frames", "100000000", "--report-every", "0.5", "--logdir", str(logdir), *flags]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
