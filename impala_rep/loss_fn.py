@@ -119,7 +119,9 @@ def impala_loss_fn(*, agent: Agent, inputs: AgentInputs, outputs: AgentOutput,
         lambda_=config.lambda_,
         surrogate_clip=config.surrogate_clip,
         kl_cost=config.kl_cost,
-        normalize_advantages=config.normalize_advantages,
+        # None (auto) is resolved from the observations by `train` (run/prepare.py); in a
+        # LossConfig given to a Learner by hand it means off, IMPALA's own loss.
+        normalize_advantages=bool(config.normalize_advantages),
     ))
 
 

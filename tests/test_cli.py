@@ -533,3 +533,21 @@ def test_readme_flag_table_lists_every_train_flag():
     listed = set(re.findall(r"`(--[a-z-]+)", table))
     assert {f.flag for f in config_fields()} | {"--preset", "--resume"} <= listed
 
+
+
+def test_advantage_normalisation_is_on_for_vector_observations_and_off_for_images_unless_told():
+    """`--normalize-advantages` unset means auto; `prepare` makes it concrete, so config.json
+    and a resumed run hold what the run did. Atari presets keep the paper's (off)."""
+    from impala_rep.run.cli import config_from_args, parse_args
+    from impala_rep.run.prepare import prepare
+
+    def resolved(*argv):
+        config = config_from_args(parse_args(["train", *argv]))
+        return config.loss.normalize_advantages, prepare(config).config.loss.normalize_advantages
+
+    assert resolved() == (None, True)                                         # CartPole's 4 floats
+    assert resolved("--env", "Taxi-v4") == (None, True)                       # a one-hot code
+    assert resolved("--env", "MinAtar/Breakout-v1") == (None, False)          # 10x10x4 images
+    assert resolved("--no-normalize-advantages") == (False, False)
+    assert resolved("--env", "MinAtar/Breakout-v1", "--normalize-advantages") == (True, True)
+    assert resolved("--env", "ALE/Pong-v5", "--preset", "atari") == (False, False)

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from impala_rep.config import AgentConfig, TrainConfig
 from impala_rep.run.errors import SetupError
 
-__all__ = ["RunPlan", "prepare", "check_logdir", "default_agent_factory"]
+__all__ = ["RunPlan", "prepare", "check_logdir", "default_agent_factory", "resolve_auto_settings"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +60,15 @@ def _observation_normalization(config: TrainConfig, env_spec) -> Any:
     if not config.agent.scale_observations or env_spec.observation_bounds is None:
         return None
     return bounds_normalization(*env_spec.observation_bounds)
+
+
+def resolve_auto_settings(config: TrainConfig, observation_shape) -> TrainConfig:
+    """`config` with its automatic settings made concrete for the env's observations, so
+    config.json (and a resumed run) holds what the run did: `normalize_advantages` None is
+    on for vector observations and off for images (measured, README "Learning per frame")."""
+    if config.loss.normalize_advantages is None:
+        return config.replace({"normalize_advantages": len(observation_shape) == 1})
+    return config
 
 
 def check_logdir(logdir: str | None) -> None:
@@ -105,6 +114,7 @@ def prepare(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
                           episodic_life=config.env.episodic_life,
                           max_episode_steps=config.env.max_episode_steps)
         env_spec = describe_env(config.env.id)
+        config = resolve_auto_settings(config, env_spec.observation_shape)
         if on_this_machine:
             check_memory(config, env_spec.observation_shape, env_spec.observation_dtype,
                          env_spec.num_actions)
