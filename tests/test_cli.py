@@ -253,7 +253,7 @@ def test_every_config_field_has_one_flag_and_its_default(capsys, preset):
     from impala_rep.config import TrainConfig, config_fields
     from impala_rep.presets import PRESETS
     from impala_rep.run.cli import parse_args
-    from impala_rep.run.flags import add_config_flags, format_value
+    from impala_rep.run.flags import _type_of, add_config_flags, format_value
 
     fields = list(config_fields())
     expected = TrainConfig.from_keys(PRESETS[preset] if preset else {})
@@ -273,7 +273,8 @@ def test_every_config_field_has_one_flag_and_its_default(capsys, preset):
     assert set(actions) == {f.key for f in fields}
     for field in fields:
         action = actions[field.key]
-        negated = ["--no-" + field.flag[2:]] if isinstance(expected.get(field.key), bool) else []
+        # A switch (bool, or bool | None whose None means auto) has a --no- form.
+        negated = ["--no-" + field.flag[2:]] if _type_of(field)[0] is bool else []
         assert action.option_strings == [field.flag, *negated] and action.dest == field.key
         assert action.help.endswith(f"(default: {format_value(expected.get(field.key))})"), field.key
 
@@ -281,12 +282,12 @@ def test_every_config_field_has_one_flag_and_its_default(capsys, preset):
 def test_each_flag_reads_back_the_value_its_help_shows():
     from impala_rep.config import TrainConfig, config_fields
     from impala_rep.run.cli import explicit_args
-    from impala_rep.run.flags import format_value
+    from impala_rep.run.flags import _type_of, format_value
 
     default = TrainConfig()
     for field in config_fields():
         value = default.get(field.key)
-        if isinstance(value, bool):
+        if _type_of(field)[0] is bool:  # switches, including auto (None) ones
             for given, value in ([field.flag], True), (["--no-" + field.flag[2:]], False):
                 assert vars(explicit_args(["train", *given])) == {"command": "train", field.key: value}
             continue
