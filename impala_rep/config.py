@@ -64,9 +64,8 @@ class EnvConfig:
         require(sticky is None or is_sticky_probability(sticky), "sticky_actions",
                  sticky, f"must be {STICKY_ACTIONS_RANGE}, or None for the env's own")
         _bools(self, "episodic_life")
-        require(self.max_episode_steps is None or (is_int(self.max_episode_steps)
-                                                   and self.max_episode_steps >= 1),
-                 "max_episode_steps", self.max_episode_steps, "must be a positive integer, or None")
+        _numbers(self, ("max_episode_steps",), lambda v: is_int(v) and v >= 1,
+                 "must be a positive integer", optional=True)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -210,8 +209,8 @@ class LossConfig:
         _numbers(self, ("clip_rho_threshold", "clip_pg_rho_threshold", "surrogate_clip"), lambda v: v > 0,
                  "must be > 0", optional=True)
         _bools(self, "normalize_rewards")
-        require(self.normalize_advantages in (None, True, False), "normalize_advantages",
-                 self.normalize_advantages, "must be True, False or None (auto)")
+        require(self.normalize_advantages is None or isinstance(self.normalize_advantages, bool),
+                 "normalize_advantages", self.normalize_advantages, "must be True, False or None (auto)")
         require(self.reward_clipping in REWARD_CLIPPING, "reward_clipping", self.reward_clipping,
                  "must be " + " or ".join(repr(c) for c in REWARD_CLIPPING))
         if self.function is not None:

@@ -8,7 +8,6 @@ L2-regularised loss, and the RND example's agent with its bonus-rewarded loss.
 """
 
 import functools
-import importlib
 import json
 import pathlib
 import sys

@@ -253,7 +253,7 @@ def test_every_config_field_has_one_flag_and_its_default(capsys, preset):
     from impala_rep.config import TrainConfig, config_fields
     from impala_rep.presets import PRESETS
     from impala_rep.run.cli import parse_args
-    from impala_rep.run.flags import _type_of, add_config_flags, format_value
+    from impala_rep.run.flags import add_config_flags, format_value, is_switch
 
     fields = list(config_fields())
     expected = TrainConfig.from_keys(PRESETS[preset] if preset else {})
@@ -274,7 +274,7 @@ def test_every_config_field_has_one_flag_and_its_default(capsys, preset):
     for field in fields:
         action = actions[field.key]
         # A switch (bool, or bool | None whose None means auto) has a --no- form.
-        negated = ["--no-" + field.flag[2:]] if _type_of(field)[0] is bool else []
+        negated = ["--no-" + field.flag[2:]] if is_switch(field) else []
         assert action.option_strings == [field.flag, *negated] and action.dest == field.key
         assert action.help.endswith(f"(default: {format_value(expected.get(field.key))})"), field.key
 
@@ -282,12 +282,12 @@ def test_every_config_field_has_one_flag_and_its_default(capsys, preset):
 def test_each_flag_reads_back_the_value_its_help_shows():
     from impala_rep.config import TrainConfig, config_fields
     from impala_rep.run.cli import explicit_args
-    from impala_rep.run.flags import _type_of, format_value
+    from impala_rep.run.flags import format_value, is_switch
 
     default = TrainConfig()
     for field in config_fields():
         value = default.get(field.key)
-        if _type_of(field)[0] is bool:  # switches, including auto (None) ones
+        if is_switch(field):  # switches, including auto (None) ones
             for given, value in ([field.flag], True), (["--no-" + field.flag[2:]], False):
                 assert vars(explicit_args(["train", *given])) == {"command": "train", field.key: value}
             continue
@@ -533,7 +533,6 @@ def test_readme_flag_table_lists_every_train_flag():
     table = "\n".join(line for line in readme.splitlines() if line.startswith("| `--"))
     listed = set(re.findall(r"`(--[a-z-]+)", table))
     assert {f.flag for f in config_fields()} | {"--preset", "--resume"} <= listed
-
 
 
 def test_advantage_normalisation_is_on_for_vector_observations_and_off_for_images_unless_told():

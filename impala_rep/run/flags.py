@@ -24,7 +24,7 @@ from typing import Any, Callable
 from impala_rep.config import ConfigField, TrainConfig, config_fields
 from impala_rep.value_checks import SEED_RANGE, STICKY_ACTIONS_RANGE, is_seed, is_sticky_probability
 
-__all__ = ["add_config_flags", "config_values", "format_value", "positive_int", "NONE"]
+__all__ = ["add_config_flags", "config_values", "format_value", "is_switch", "positive_int", "NONE"]
 
 NONE = "none"  # the word an optional field's flag takes for None
 
@@ -80,6 +80,12 @@ def _parser(key: str, kind: Any, optional: bool) -> Callable[[str], Any]:
         return _checked(_int_tuple, "comma-separated positive integers such as 64,64",
                         lambda v: all(map(_positive, v)), optional=optional)
     raise TypeError(f"config field {key!r} has type {kind!r}, which no flag parser reads")
+
+
+def is_switch(field: ConfigField) -> bool:
+    """Whether the field's flag is an on/off switch with a `--no-` form: a bool, or a
+    `bool | None` whose None means automatic."""
+    return _type_of(field)[0] is bool
 
 
 def _type_of(field: ConfigField) -> tuple[Any, bool]:

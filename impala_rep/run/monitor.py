@@ -143,7 +143,7 @@ class Monitor:
             limit = self._config.env.max_episode_steps
             advice = ("--max-episode-steps N ends episodes after N steps, as a time limit does"
                       if limit is None else f"each lasts up to --max-episode-steps {limit}")
-            self._progress.interrupt()
+            self._progress.finish()  # a terminal's in-place line ends before the message
             self.say(f"no episode has ended in {record['frames_produced']:,} frames "
                      f"({_NO_EPISODE_STEPS:,}+ steps in each env), so no return is known yet; {advice}")
 
@@ -263,10 +263,6 @@ class _Progress:
     def finish(self) -> None:
         if self._tty:
             self._out.write("\n")
-
-    def interrupt(self) -> None:
-        """Before a message: a terminal's in-place line ends first."""
-        self.finish()
 
 
 def _record(report: LearnerReport, last: dict[str, float], *, now: float, wall_s: float, skip: int,
