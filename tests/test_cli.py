@@ -12,7 +12,7 @@ def _cli(*args, timeout=300):
                           text=True, timeout=timeout)
 
 
-def _refused_in_process(argv, capsys) -> str:
+def refused_in_process(argv, capsys) -> str:
     """The command's `main` in this process (as `python -m impala_rep` calls it, ~2 s cheaper
     than a new process) for input refused before anything starts; its last stderr line,
     after checking the exit status 2."""
@@ -88,7 +88,7 @@ def test_demo_trains_replicated_and_matches_one_device():
 )
 def test_train_and_plot_misuse_exit_2(args, message, tmp_path, capsys):
     (tmp_path / "file.txt").write_text("not a directory")
-    last = _refused_in_process([a.replace("{tmp}", str(tmp_path)) for a in args], capsys)
+    last = refused_in_process([a.replace("{tmp}", str(tmp_path)) for a in args], capsys)
     assert last.startswith("impala-rep") and message in last, last
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt"]  # nothing written
 
@@ -216,7 +216,7 @@ def test_resume_misuse_exits_2_and_writes_nothing(tmp_path, setup, args, message
         _fake_run(run)
     before = sorted(str(p) for p in tmp_path.rglob("*"))
     argv = [a.replace("{tmp}", str(tmp_path)) for a in ["train", "--resume", str(run), *args]]
-    last = _refused_in_process(argv, capsys)
+    last = refused_in_process(argv, capsys)
     assert last.startswith("impala-rep") and message.replace("{run}", str(run)) in last, last
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before
 

@@ -1,10 +1,13 @@
 """`--launcher local`: learner and actors in one process, no Ray, the same outputs as under Ray.
 
 Each local run is its own subprocess: the local launcher builds the learner's Replicator in the
-process it runs in, and TensorFlow's devices can be configured only once per process.
+process it runs in, and TensorFlow's devices can be configured only once per process. One local
+run of SMALL serves every test that needs a finished run: each takes a copy of its folder.
 """
 
 import json
+import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -35,9 +38,23 @@ def records(logdir):
     return [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_local_run_starts_no_ray_and_resumes(tmp_path):
-    logdir = tmp_path / "run"
-    proc = train_in_subprocess({**SMALL, "launcher": "local", "logdir": str(logdir)})
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory):
+    """A finished local run of SMALL: (its folder, the subprocess's result). Read it, or copy
+    it with `copy_of` before writing to it."""
+    logdir = tmp_path_factory.mktemp("local") / "run"
+    return logdir, train_in_subprocess({**SMALL, "launcher": "local", "logdir": str(logdir)})
+
+
+def copy_of(run, tmp_path):
+    """A copy of the shared run's folder, to resume or break (checkpoint paths are relative)."""
+    logdir, proc = run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return pathlib.Path(shutil.copytree(logdir, tmp_path / "run"))
+
+
+def test_local_run_starts_no_ray_and_resumes(local_run, tmp_path):
+    logdir, proc = local_run
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "RAY IMPORTED False" in proc.stdout  # no Ray started, not even imported
     steps, frames = map(int, proc.stdout.split("RESULT ")[1].split()[:2])
@@ -49,6 +66,7 @@ def test_local_run_starts_no_ray_and_resumes(tmp_path):
     assert first[-1]["frames_produced"] == first[-1]["frames"] + first[-1]["frames_queued"]
 
     # Resume, locally, with a further end: the counters continue from the checkpoint.
+    logdir = copy_of(local_run, tmp_path)
     more = train_in_subprocess({**SMALL, "launcher": "local", "logdir": str(logdir),
                                 "total_frames": 60_000}, resume=True)
     assert more.returncode == 0, more.stderr[-3000:]
@@ -58,13 +76,12 @@ def test_local_run_starts_no_ray_and_resumes(tmp_path):
     assert after[-1]["frames"] >= 60_000
 
 
-def test_local_and_ray_runs_write_the_same_records(local_ray, tmp_path):
+def test_local_and_ray_runs_write_the_same_records(local_ray, local_run, tmp_path):
     from impala_rep.config import TrainConfig
     from impala_rep.run.training import train
 
-    ray_dir, local_dir = tmp_path / "ray", tmp_path / "local"
+    ray_dir, (local_dir, proc) = tmp_path / "ray", local_run
     train(TrainConfig.from_keys({**SMALL, "logdir": str(ray_dir)}))
-    proc = train_in_subprocess({**SMALL, "launcher": "local", "logdir": str(local_dir)})
     assert proc.returncode == 0, proc.stderr[-3000:]
     ray_records, local_records = records(ray_dir), records(local_dir)
     assert set(ray_records[-1]) == set(local_records[-1])
@@ -112,14 +129,12 @@ def test_a_signal_stops_a_local_run_with_a_checkpoint(tmp_path, signum, code):
     assert "continue with: impala-rep train --resume" in out
 
 
-def test_a_resume_with_another_batch_size_keeps_the_learning_rate_where_the_frames_are(tmp_path):
+def test_a_resume_with_another_batch_size_keeps_the_learning_rate_where_the_frames_are(local_run,
+                                                                                     tmp_path):
     # 40k frames at B=16 (T*B = 320 per step), then resumed to 80k at B=32 (640 per step).
     # The rate decays linearly over frames: at 40k frames of 80k it is half the initial one
     # (counting steps instead, 125 done of 125 + 63 would give 1/3 left, ~0.33 lr0).
-    logdir = tmp_path / "run"
-    keys = {**SMALL, "launcher": "local", "logdir": str(logdir), "num_actors": 1}
-    first = train_in_subprocess(keys)
-    assert first.returncode == 0, first.stderr[-3000:]
+    logdir = copy_of(local_run, tmp_path)
     done = len(records(logdir))
     # Through the command, as a user resumes: only the flags given change the saved config.
     more = subprocess.run([sys.executable, "-m", "impala_rep", "train", "--resume", str(logdir),
@@ -140,15 +155,12 @@ def test_a_resume_with_another_batch_size_keeps_the_learning_rate_where_the_fram
 
 
 @pytest.mark.parametrize("launcher", ["local", "ray"])
-def test_a_resume_that_fails_to_restore_leaves_config_json_as_it_was(tmp_path, launcher):
+def test_a_resume_that_fails_to_restore_leaves_config_json_as_it_was(local_run, tmp_path, launcher):
     """Under Ray the actors are already starting, waiting for the learner's first weights,
     when its restore fails: the run still ends at once with the learner's error."""
     from impala_rep.run.resume import checkpoint_step
 
-    logdir = tmp_path / "run"
-    first = train_in_subprocess({**SMALL, "launcher": "local", "logdir": str(logdir), "num_actors": 1,
-                                 "total_frames": 10_000})
-    assert first.returncode == 0, first.stderr[-3000:]
+    logdir = copy_of(local_run, tmp_path)
     saved = (logdir / "config.json").read_bytes()
     # The driver reads the newest checkpoint's step from TensorFlow's own index.
     steps = [int(path.name.split("-")[1].split(".")[0])
@@ -163,7 +175,7 @@ def test_a_resume_that_fails_to_restore_leaves_config_json_as_it_was(tmp_path, l
     for data in (logdir / "checkpoints").glob("ckpt-*.data-*"):
         data.write_bytes(b"not a checkpoint")  # every checkpoint unreadable
     more = subprocess.run([sys.executable, "-m", "impala_rep", "train", "--resume", str(logdir),
-                           "--launcher", launcher, "--total-frames", "20000", "--batch-size", "32"],
+                           "--launcher", launcher, "--total-frames", "60000", "--batch-size", "32"],
                           capture_output=True, text=True, timeout=300)
     assert more.returncode == 1, more.stdout + more.stderr
     assert "the learner could not start" in more.stderr and "Traceback" not in more.stderr

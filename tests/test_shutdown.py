@@ -223,7 +223,7 @@ def test_a_failed_log_write_stops_the_run_with_a_checkpoint(tmp_path):
     assert not alive(spawned), f"orphaned processes: {alive(spawned)}"
 
 
-def test_a_stopped_two_host_run_resumes_on_two_hosts_and_continues_its_counters(tmp_path):
+def test_a_stopped_two_host_run_resumes_on_two_hosts_then_one_and_continues_its_counters(tmp_path):
     logdir = tmp_path / "run"
     process = start_training(logdir, "--learner-hosts", "2", "--num-actors", "2")
     wait_for_training(process, logdir)
@@ -255,8 +255,25 @@ def test_a_stopped_two_host_run_resumes_on_two_hosts_and_continues_its_counters(
     records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
     after = records[records.index(stopped) + 1:]  # the stop's record is the checkpoint's: kept
     assert after[0]["learner_steps"] >= step and after[0]["frames"] >= frames
-    assert records[-1]["frames"] >= frames + 8000
+    # Both hosts' shares add up to the run's end: 16 envs x 20 steps per batch (frames at
+    # the stop are whole batches), each batch trained on 8 times (the default passes).
+    assert records[-1]["frames"] == frames + 8000
+    assert records[-1]["learner_steps"] == (frames + 8000) // 320 * 8
     assert json.loads((logdir / "config.json").read_text())["learner"]["hosts"] == 2
+
+    # And onto one host: the chief's checkpoint holds the whole run's counters, and does not
+    # depend on the number of hosts.
+    single = subprocess.run([sys.executable, "-m", "impala_rep", "train", "--resume", str(logdir),
+                             "--learner-hosts", "1", "--total-frames", str(frames + 16000)],
+                            capture_output=True, text=True, timeout=300)
+    assert single.returncode == 0, single.stdout + single.stderr
+    more = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
+    third = more[len(records):]
+    assert third[0]["learner_steps"] >= records[-1]["learner_steps"]
+    assert third[0]["frames"] >= records[-1]["frames"]
+    assert third[0]["episodes"] >= records[-1]["episodes"]
+    assert more[-1]["frames"] == frames + 16000
+    assert json.loads((logdir / "config.json").read_text())["learner"]["hosts"] == 1
 
 
 def test_a_dead_learner_is_reported_as_such_when_more_actors_fail_than_are_tolerated(tmp_path):

@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from test_cli import refused_in_process
+
 from impala_rep.config import TrainConfig
 from impala_rep.code_spec import parse_code_spec
 from impala_rep.run.user_code import agent_builder, load
@@ -96,16 +98,28 @@ EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
     ("--agent", "make_agent", "bad agent 'make_agent': expected 'module:factory'"),
     ("--agent", "no_such_module_xyz:make", "bad agent 'no_such_module_xyz:make': no module named"),
     ("--agent", f"{EXAMPLE}:nothing", "has no attribute 'nothing'"),
-    ("--agent", f"{EXAMPLE}:L2_COST", "'L2_COST' is a float, not callable"),
     ("--loss", "nowhere/loss.py:fn", "bad loss 'nowhere/loss.py:fn': no file 'nowhere/loss.py'"),
 ])
-def test_cli_bad_agent_or_loss_exits_2_and_writes_nothing(tmp_path, flag, spec, message):
-    proc = subprocess.run([sys.executable, "-m", "impala_rep", "train", flag, spec,
+def test_cli_bad_agent_or_loss_exits_2_and_writes_nothing(tmp_path, monkeypatch, capsys, flag, spec,
+                                                          message):
+    monkeypatch.chdir(tmp_path)
+    try:
+        last = refused_in_process(["train", flag, spec, "--logdir", str(tmp_path / "run")], capsys)
+    finally:
+        sys.modules.pop("custom_agent", None)
+    assert last.startswith("impala-rep: error: ") and message in last, last
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_command_refuses_a_factory_that_is_not_callable(tmp_path):
+    """The cases above call `main` in-process; this one runs the command in a new process."""
+    proc = subprocess.run([sys.executable, "-m", "impala_rep", "train", "--agent", f"{EXAMPLE}:L2_COST",
                            "--logdir", str(tmp_path / "run")], cwd=tmp_path, capture_output=True,
                           text=True, timeout=120, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert proc.returncode == 2, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("impala-rep: error: ") and message in last, proc.stderr[-2000:]
+    assert last == f"impala-rep: error: bad agent '{EXAMPLE}:L2_COST': 'L2_COST' is a float, not callable", \
+        proc.stderr[-2000:]
     assert not (tmp_path / "run").exists()
 
 
