@@ -7,9 +7,9 @@ gymnasium's registered `reward_threshold` can sit above what any policy achieves
 8, where the optimum is 7.93). So the anchor is computed: the expected undiscounted
 return of an optimal policy from the env's own start distribution, by dynamic programming.
 
-- FrozenLake, Taxi, CliffWalking: backward induction over the env's own transition table
-  (`env.unwrapped.P`) for as many steps as the time limit allows (CliffWalking has none:
-  1,000 steps, more than any optimal path needs).
+- FrozenLake, Taxi, CliffWalking (and their 8x8 and slippery variants): backward induction
+  over the env's own transition table (`env.unwrapped.P`) for as many steps as the time limit
+  allows (CliffWalking has none: 1,000 steps, more than any optimal path needs).
 - Blackjack-v1 (as registered: `sab=True`, Sutton & Barto's rules: an infinite deck, the
   dealer draws below 17, a two-card 21 that sticks beats all but the dealer's two-card 21):
   the same over those rules, as gymnasium's `blackjack.py` states them.
@@ -27,7 +27,8 @@ import numpy as np
 
 # Blackjack: an infinite deck, a card's value 1 (ace) to 10; 10, J, Q, K are 10.
 CARDS = {card: (4 / 13 if card == 10 else 1 / 13) for card in range(1, 11)}
-TABULAR = {"FrozenLake-v1": 100, "FrozenLake8x8-v1": 200, "Taxi-v4": 200, "CliffWalking-v1": 1000}
+TABULAR = {"FrozenLake-v1": 100, "FrozenLake8x8-v1": 200, "Taxi-v4": 200, "CliffWalking-v1": 1000,
+           "CliffWalkingSlippery-v1": 1000}
 
 
 def tabular_optimum(env_id: str, horizon: int) -> tuple[float, np.ndarray]:

@@ -99,3 +99,13 @@ def test_the_late_return_averages_the_reports_of_the_last_quarter_of_frames():
     curve = [(100, -5.0), (700, 1.0), (750, 2.0), (900, 4.0), (1000, 6.0)]
     assert learning.late_return(curve, 1000) == pytest.approx(4.0)  # 750, 900 and 1000
     assert learning.late_return([(100, 1.0)], 1000) is None  # nothing reported that late
+
+
+def test_a_threshold_counts_only_once_a_full_window_of_episodes_has_ended():
+    import learning
+
+    lucky_start = {"episode_return_mean": -43.0, "episodes": 1}  # CliffWalkingSlippery's first
+    assert not learning.reaches(lucky_start, -75.0)
+    assert learning.reaches({"episode_return_mean": -70.0, "episodes": 100}, -75.0)
+    assert not learning.reaches({"episode_return_mean": -80.0, "episodes": 5000}, -75.0)
+    assert not learning.reaches({"episode_return_mean": None, "episodes": 0}, -75.0)
