@@ -10,7 +10,7 @@ process, embedded Ray, `--env` and `--seed` and the task's frame budget; anythin
 two learning runs at once on a small machine slow each other down. While a run goes,
 its `metrics.jsonl` is read every 0.5 s, so "seconds" count from the command's launch
 (Python, TensorFlow and Ray start-up included) to the report that first reached the
-threshold, as a user watching the console would see it.
+threshold with 100 episodes ended, as a user watching the console would see it.
 
 Prints one row per run and one per task (every seed, never only the best), with the
 published figure of an anchor beside it; writes `OUT/LABEL.json` and one figure of
@@ -122,7 +122,9 @@ def run_one(task: Task, seed: int, logdir: pathlib.Path, extra: list[str]) -> di
         "seconds_to_threshold": hit and hit["seconds"],
         "final_return": returns[-1] if returns else None,
         "late_return": late_return(curve, records[-1]["frames"]),
-        "best_return": max(returns) if returns else None,
+        "best_return": max((r["episode_return_mean"] for r in records
+                            if r["episode_return_mean"] is not None
+                            and r.get("episodes", 0) >= RETURN_WINDOW), default=None),
         "frames": records[-1]["frames"],
         "seconds": seconds,
         "curve": curve,

@@ -9,12 +9,12 @@ import pytest
 TESTS_DIR = pathlib.Path(__file__).parent
 
 # The files that take minutes (Ray and two-host runs through `train`), heaviest first, from
-# `pytest --durations`. `make test` gives each of its two workers whole files in collection
-# order (`--dist loadfile`): handing these out first lets the cheap files fill the gaps, where
-# alphabetical order left one worker running test_shutdown or test_training alone at the end.
-HEAVY_FIRST = ("test_shutdown.py", "test_local_launcher.py", "test_learner_hosts.py",
-               "test_reliability.py", "test_console.py", "test_hung_actors.py",
-               "test_examples.py", "test_training.py", "test_user_code.py", "test_bad_input.py")
+# `pytest --durations` (2026-11-26). `make test` gives each of its two workers whole files in
+# collection order (`--dist loadfile`): handed out first, no long file is left to start last,
+# when the other worker may have nothing more to run; the cheap files fill the gaps.
+HEAVY_FIRST = ("test_shutdown.py", "test_local_launcher.py", "test_reliability.py",
+               "test_console.py", "test_hung_actors.py", "test_examples.py", "test_user_code.py",
+               "test_training.py", "test_bad_input.py", "test_learner_hosts.py")
 
 
 def pytest_collection_modifyitems(items):

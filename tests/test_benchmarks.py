@@ -106,6 +106,7 @@ def test_a_threshold_counts_only_once_a_full_window_of_episodes_has_ended():
 
     lucky_start = {"episode_return_mean": -43.0, "episodes": 1}  # CliffWalkingSlippery's first
     assert not learning.reaches(lucky_start, -75.0)
+    assert not learning.reaches({"episode_return_mean": -70.0, "episodes": 99}, -75.0)
     assert learning.reaches({"episode_return_mean": -70.0, "episodes": 100}, -75.0)
     assert not learning.reaches({"episode_return_mean": -80.0, "episodes": 5000}, -75.0)
     assert not learning.reaches({"episode_return_mean": None, "episodes": 0}, -75.0)

@@ -5,24 +5,12 @@ import subprocess
 import sys
 
 import pytest
+from in_process_cli import refused_in_process
 
 
 def _cli(*args, timeout=300):
     return subprocess.run([sys.executable, "-m", "impala_rep", *args], capture_output=True,
                           text=True, timeout=timeout)
-
-
-def refused_in_process(argv, capsys) -> str:
-    """The command's `main` in this process (as `python -m impala_rep` calls it, ~2 s cheaper
-    than a new process) for input refused before anything starts; its last stderr line,
-    after checking the exit status 2."""
-    from impala_rep.run.cli import main
-
-    with pytest.raises(SystemExit) as stop:
-        main(argv)
-    err = capsys.readouterr().err.strip().splitlines()
-    assert stop.value.code == 2, err
-    return err[-1]
 
 
 @pytest.mark.parametrize(

@@ -225,7 +225,11 @@ def test_a_failed_log_write_stops_the_run_with_a_checkpoint(tmp_path):
 
 def test_a_stopped_two_host_run_resumes_on_two_hosts_then_one_and_continues_its_counters(tmp_path):
     logdir = tmp_path / "run"
-    process = start_training(logdir, "--learner-hosts", "2", "--num-actors", "2")
+    # Checkpoints every 0.5 s too: the hosts agree on a periodic save mid-run (the resumed runs
+    # keep the setting). A batch is 16 unrolls of 20 steps, 320 frames (160 from each host),
+    # each trained on 8 times: the totals below count in those.
+    process = start_training(logdir, "--learner-hosts", "2", "--num-actors", "2",
+                             "--unroll-length", "20", "--passes", "8", "--checkpoint-every", "0.5")
     wait_for_training(process, logdir)
     # What listens beyond loopback, measured: only TensorFlow's gRPC server of each learner
     # host (it binds 0.0.0.0, hard-coded in TF's GrpcServer; docs/long_jobs.md says so).
@@ -255,8 +259,8 @@ def test_a_stopped_two_host_run_resumes_on_two_hosts_then_one_and_continues_its_
     records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
     after = records[records.index(stopped) + 1:]  # the stop's record is the checkpoint's: kept
     assert after[0]["learner_steps"] >= step and after[0]["frames"] >= frames
-    # Both hosts' shares add up to the run's end: 16 envs x 20 steps per batch (frames at
-    # the stop are whole batches), each batch trained on 8 times (the default passes).
+    assert after[0]["episodes"] >= stopped["episodes"]  # the hosts' shares add up to the total
+    # The run ends exactly at its total: the stop kept whole batches, and 8000 is 25 of them.
     assert records[-1]["frames"] == frames + 8000
     assert records[-1]["learner_steps"] == (frames + 8000) // 320 * 8
     assert json.loads((logdir / "config.json").read_text())["learner"]["hosts"] == 2
@@ -267,12 +271,15 @@ def test_a_stopped_two_host_run_resumes_on_two_hosts_then_one_and_continues_its_
                              "--learner-hosts", "1", "--total-frames", str(frames + 16000)],
                             capture_output=True, text=True, timeout=300)
     assert single.returncode == 0, single.stdout + single.stderr
+    ended = records[-1]["learner_steps"]
+    assert f"resumed from {logdir / 'checkpoints' / f'ckpt-{ended}'} (learner step {ended:,}, " \
+           f"{frames + 8000:,} frames)" in single.stdout
     more = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
     third = more[len(records):]
-    assert third[0]["learner_steps"] >= records[-1]["learner_steps"]
-    assert third[0]["frames"] >= records[-1]["frames"]
+    assert third[0]["learner_steps"] >= ended and third[0]["frames"] >= frames + 8000
     assert third[0]["episodes"] >= records[-1]["episodes"]
     assert more[-1]["frames"] == frames + 16000
+    assert more[-1]["learner_steps"] == (frames + 16000) // 320 * 8
     assert json.loads((logdir / "config.json").read_text())["learner"]["hosts"] == 1
 
 
