@@ -11,7 +11,7 @@ The parsers read the text: `int`, `float`, `str`, `bool` (a switch, `--x` or `--
 dataclasses check the values (a bad one: `bad <key> <value>: ...`). A few
 ranges are checked here as well, for a message naming the flag: counts (every
 integer but those in `_INT_RANGES`, and layer sizes) are positive, and
-`_RANGES`; tests/test_cli.py checks that each takes exactly what its field takes.
+`_RANGES`; tests/test_cli_flags.py checks that each takes exactly what its field takes.
 """
 
 from __future__ import annotations
