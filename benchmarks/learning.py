@@ -122,9 +122,8 @@ def run_one(task: Task, seed: int, logdir: pathlib.Path, extra: list[str]) -> di
         "seconds_to_threshold": hit and hit["seconds"],
         "final_return": returns[-1] if returns else None,
         "late_return": late_return(curve, records[-1]["frames"]),
-        "best_return": max((r["episode_return_mean"] for r in records
-                            if r["episode_return_mean"] is not None
-                            and r.get("episodes", 0) >= RETURN_WINDOW), default=None),
+        "best_return": max((r["episode_return_mean"] for r in records if full_window(r)),
+                           default=None),
         "frames": records[-1]["frames"],
         "seconds": seconds,
         "curve": curve,
@@ -133,14 +132,18 @@ def run_one(task: Task, seed: int, logdir: pathlib.Path, extra: list[str]) -> di
     }
 
 
-def reaches(record: dict, threshold: float) -> bool:
-    """Whether a metrics.jsonl record's return mean is at the threshold over a full window.
+def full_window(record: dict) -> bool:
+    """Whether a metrics.jsonl record's return mean is over a full window of 100 episodes.
 
     Before 100 episodes have ended the mean is over the few that have, and on a task without
     a time limit those are the lucky short ones: CliffWalkingSlippery's first report, one
     episode of -43, sat above its -75 where the next was -914."""
-    mean = record.get("episode_return_mean")
-    return mean is not None and mean >= threshold and record.get("episodes", 0) >= RETURN_WINDOW
+    return record.get("episode_return_mean") is not None and record.get("episodes", 0) >= RETURN_WINDOW
+
+
+def reaches(record: dict, threshold: float) -> bool:
+    """Whether a record's return mean, over a full window, is at the threshold."""
+    return full_window(record) and record["episode_return_mean"] >= threshold
 
 
 def late_return(curve: list[tuple[int, float]], frames: int) -> float | None:

@@ -17,6 +17,8 @@ import pytest
 
 from test_shutdown import start_training, wait_for_training
 
+from impala_rep.run.run_log import read_metrics
+
 SMALL = dict(env="CartPole-v1", num_actors=2, envs_per_actor=16, unroll_length=20, batch_size=16,
              total_frames=40_000, seed=4, report_every=0.5, checkpoint_every=1.0)
 
@@ -32,10 +34,6 @@ def train_in_subprocess(keys: dict, *, resume: bool = False) -> subprocess.Compl
         print("RAY IMPORTED", any(m.split(".")[0] == "ray" for m in sys.modules))
     """)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-
-
-def records(logdir):
-    return [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +60,7 @@ def test_local_run_starts_no_ray_and_resumes(local_run, tmp_path):
     assert steps >= SMALL["total_frames"] // (SMALL["unroll_length"] * SMALL["batch_size"])
     index = (logdir / "checkpoints" / "checkpoint").read_text()
     assert f'"ckpt-{steps}"' in index  # the final checkpoint is of the final state
-    first = records(logdir)
+    first = read_metrics(logdir)
     assert first[-1]["frames_produced"] == first[-1]["frames"] + first[-1]["frames_queued"]
 
     # Resume, locally, with a further end: the counters continue from the checkpoint.
@@ -71,7 +69,7 @@ def test_local_run_starts_no_ray_and_resumes(local_run, tmp_path):
                                 "total_frames": 60_000}, resume=True)
     assert more.returncode == 0, more.stderr[-3000:]
     assert f"resumed from {logdir / 'checkpoints'}" in more.stdout
-    after = records(logdir)[len(first):]
+    after = read_metrics(logdir)[len(first):]
     assert after[0]["learner_steps"] >= steps and after[0]["frames"] >= frames
     assert after[-1]["frames"] >= 60_000
 
@@ -83,7 +81,7 @@ def test_local_and_ray_runs_write_the_same_records(local_ray, local_run, tmp_pat
     ray_dir, (local_dir, proc) = tmp_path / "ray", local_run
     train(TrainConfig.from_keys({**SMALL, "logdir": str(ray_dir)}))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    ray_records, local_records = records(ray_dir), records(local_dir)
+    ray_records, local_records = read_metrics(ray_dir), read_metrics(local_dir)
     assert set(ray_records[-1]) == set(local_records[-1])
     assert ray_records[-1]["frames"] >= SMALL["total_frames"] <= local_records[-1]["frames"]
     ray_config = json.loads((ray_dir / "config.json").read_text())
@@ -123,7 +121,7 @@ def test_a_signal_stops_a_local_run_with_a_checkpoint(tmp_path, signum, code):
     out, _ = process.communicate(timeout=120)
     assert process.returncode == code, out
     index = (logdir / "checkpoints" / "checkpoint").read_text()
-    last = records(logdir)[-1]
+    last = read_metrics(logdir)[-1]
     assert f'"ckpt-{last["learner_steps"]}"' in index
     assert last["frames_produced"] == last["frames"] + last["frames_queued"]
     assert "continue with: impala-rep train --resume" in out
@@ -135,7 +133,7 @@ def test_a_resume_with_another_batch_size_keeps_the_learning_rate_where_the_fram
     # The rate decays linearly over frames: at 40k frames of 80k it is half the initial one
     # (counting steps instead, 125 done of 125 + 63 would give 1/3 left, ~0.33 lr0).
     logdir = copy_of(local_run, tmp_path)
-    done = len(records(logdir))
+    done = len(read_metrics(logdir))
     # Through the command, as a user resumes: only the flags given change the saved config.
     more = subprocess.run([sys.executable, "-m", "impala_rep", "train", "--resume", str(logdir),
                            "--total-frames", "80000", "--batch-size", "32"],
@@ -143,7 +141,7 @@ def test_a_resume_with_another_batch_size_keeps_the_learning_rate_where_the_fram
     assert more.returncode == 0, more.stderr[-3000:]
     assert json.loads((logdir / "config.json").read_text())["learner"]["batch_size"] == 32
     lr0, total, per_step = 5e-3, 80_000, 20 * 32
-    for record in records(logdir)[done:]:
+    for record in read_metrics(logdir)[done:]:
         if record["learning_rate"] is None:
             continue
         # The record's rate is the one its last finished step started with; its frames

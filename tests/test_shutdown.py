@@ -18,6 +18,7 @@ pytest.importorskip("ray")
 from test_reliability import is_descendant  # noqa: E402
 
 from impala_rep.run.ray_setup import is_loopback  # noqa: E402
+from impala_rep.run.run_log import read_metrics  # noqa: E402
 
 
 def descendants(pid: int) -> set[int]:
@@ -116,7 +117,7 @@ def test_a_signal_saves_a_checkpoint_and_exits_cleanly(tmp_path, signum, code):
     assert process.returncode == code, out
     assert "stopping after the current step, saving a checkpoint" in out
     index = (logdir / "checkpoints" / "checkpoint").read_text()
-    records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
+    records = read_metrics(logdir)
     last = records[-1]
     assert f'"ckpt-{last["learner_steps"]}"' in index  # the checkpoint is of the final state
     assert last["frames_produced"] == last["frames"] + last["frames_queued"]
@@ -226,10 +227,12 @@ def test_a_failed_log_write_stops_the_run_with_a_checkpoint(tmp_path):
 def test_a_stopped_two_host_run_resumes_on_two_hosts_then_one_and_continues_its_counters(tmp_path):
     logdir = tmp_path / "run"
     # Checkpoints every 0.5 s too: the hosts agree on a periodic save mid-run (the resumed runs
-    # keep the setting). A batch is 16 unrolls of 20 steps, 320 frames (160 from each host),
-    # each trained on 8 times: the totals below count in those.
-    process = start_training(logdir, "--learner-hosts", "2", "--num-actors", "2",
-                             "--unroll-length", "20", "--passes", "8", "--checkpoint-every", "0.5")
+    # keep the setting). A batch is 16 unrolls (start_training's --batch-size) of 20 steps,
+    # 320 frames (160 from each host), each trained on 8 times: the totals below count in those.
+    unroll, passes = 20, 8
+    batch_frames = 16 * unroll
+    process = start_training(logdir, "--learner-hosts", "2", "--num-actors", "2", "--unroll-length",
+                             str(unroll), "--passes", str(passes), "--checkpoint-every", "0.5")
     wait_for_training(process, logdir)
     # What listens beyond loopback, measured: only TensorFlow's gRPC server of each learner
     # host (it binds 0.0.0.0, hard-coded in TF's GrpcServer; docs/long_jobs.md says so).
@@ -245,7 +248,7 @@ def test_a_stopped_two_host_run_resumes_on_two_hosts_then_one_and_continues_its_
     process.send_signal(signal.SIGTERM)  # as a preemption does
     out, _ = process.communicate(timeout=180)
     assert process.returncode == 143, out
-    stopped = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()][-1]
+    stopped = read_metrics(logdir)[-1]
     step, frames = stopped["learner_steps"], stopped["frames"]
     assert f'"ckpt-{step}"' in (logdir / "checkpoints" / "checkpoint").read_text()
 
@@ -256,13 +259,13 @@ def test_a_stopped_two_host_run_resumes_on_two_hosts_then_one_and_continues_its_
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"resumed from {logdir / 'checkpoints' / f'ckpt-{step}'} (learner step {step:,}, " \
            f"{frames:,} frames)" in resumed.stdout
-    records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
+    records = read_metrics(logdir)
     after = records[records.index(stopped) + 1:]  # the stop's record is the checkpoint's: kept
     assert after[0]["learner_steps"] >= step and after[0]["frames"] >= frames
     assert after[0]["episodes"] >= stopped["episodes"]  # the hosts' shares add up to the total
     # The run ends exactly at its total: the stop kept whole batches, and 8000 is 25 of them.
     assert records[-1]["frames"] == frames + 8000
-    assert records[-1]["learner_steps"] == (frames + 8000) // 320 * 8
+    assert records[-1]["learner_steps"] == (frames + 8000) // batch_frames * passes
     assert json.loads((logdir / "config.json").read_text())["learner"]["hosts"] == 2
 
     # And onto one host: the chief's checkpoint holds the whole run's counters, and does not
@@ -274,12 +277,12 @@ def test_a_stopped_two_host_run_resumes_on_two_hosts_then_one_and_continues_its_
     ended = records[-1]["learner_steps"]
     assert f"resumed from {logdir / 'checkpoints' / f'ckpt-{ended}'} (learner step {ended:,}, " \
            f"{frames + 8000:,} frames)" in single.stdout
-    more = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
+    more = read_metrics(logdir)
     third = more[len(records):]
     assert third[0]["learner_steps"] >= ended and third[0]["frames"] >= frames + 8000
     assert third[0]["episodes"] >= records[-1]["episodes"]
     assert more[-1]["frames"] == frames + 16000
-    assert more[-1]["learner_steps"] == (frames + 16000) // 320 * 8
+    assert more[-1]["learner_steps"] == (frames + 16000) // batch_frames * passes
     assert json.loads((logdir / "config.json").read_text())["learner"]["hosts"] == 1
 
 
