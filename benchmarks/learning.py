@@ -21,8 +21,11 @@ Thresholds are gymnasium's registered `reward_threshold`s for classic control (C
 475, Acrobot -100, MountainCar -110); for toy_text, where no learning figures are
 published, the anchor is the optimal policy's expected return (benchmarks/optimal_returns.py)
 and the threshold sits a stated step below it. The return is the mean over the last 100
-episodes of the behaviour policy (stochastic, as it trains), which is lower than the
-deterministic evaluation scores rl-baselines3-zoo publishes.
+episodes of the behaviour policy (stochastic, as it trains). rl-baselines3-zoo publishes
+a trained agent's deterministic evaluation instead, so after each run its final checkpoint
+is also played greedily for 100 episodes (`impala-rep evaluate LOGDIR --json
+LOGDIR/evaluation.json`), the figure to set beside the zoo's; `--merge ... --evaluate`
+adds that column to runs saved before it existed. `--no-evaluate` skips it.
 """
 
 from __future__ import annotations
@@ -88,6 +91,7 @@ TASKS = {
                  ("--preset", "atari")),
 }
 DEFAULT_TASKS = ("cartpole", "acrobot", "mountaincar", "minatar-breakout")
+EVAL_EPISODES = 100
 
 
 def run_one(task: Task, seed: int, logdir: pathlib.Path, extra: list[str]) -> dict:
@@ -132,6 +136,20 @@ def run_one(task: Task, seed: int, logdir: pathlib.Path, extra: list[str]) -> di
     }
 
 
+def evaluate(logdir: pathlib.Path) -> dict:
+    """The run's final checkpoint played greedily for 100 episodes (`impala-rep evaluate`)."""
+    out = logdir / "evaluation.json"
+    command = [str(ROOT / ".venv" / "bin" / "impala-rep"), "evaluate", str(logdir),
+               "--episodes", str(EVAL_EPISODES), "--json", str(out)]
+    done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          cwd=ROOT)  # a run's --agent file path is relative to where it ran
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed (exit {done.returncode}):\n{done.stderr}")
+    result = json.loads(out.read_text())
+    return {"greedy_return": round(result["mean_return"], 4),
+            "greedy_std": round(result["std_return"], 4)}
+
+
 def full_window(record: dict) -> bool:
     """Whether a metrics.jsonl record's return mean is over a full window of 100 episodes.
 
@@ -159,6 +177,12 @@ def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
+def _greedy(run: dict) -> str:
+    if run.get("greedy_return") is None:
+        return "-"
+    return f"{run['greedy_return']:.3g} ± {run['greedy_std']:.2g}"
+
+
 def print_table(results: dict[str, list[dict]]) -> None:
     rows = []
     for name, runs in results.items():
@@ -167,9 +191,10 @@ def print_table(results: dict[str, list[dict]]) -> None:
                          f"{run['frames_to_threshold']:,}" if run["frames_to_threshold"] else "not reached",
                          run["seconds_to_threshold"] if run["seconds_to_threshold"] is not None else "-",
                          _number(run["final_return"]), _number(run.get("late_return")),
-                         f"{run['frames']:,}", run["seconds"], TASKS[name].anchor))
+                         _greedy(run), f"{run['frames']:,}", run["seconds"], TASKS[name].anchor))
     print(table(["task", "seed", "threshold", "frames to threshold", "s from launch",
-                 "final return", "last-quarter mean", "frames", "run s", "anchor"], rows))
+                 "final return", "last-quarter mean", f"greedy, {EVAL_EPISODES} episodes",
+                 "frames", "run s", "anchor"], rows))
 
 
 def draw(results: dict[str, list[dict]], path: pathlib.Path) -> None:
@@ -202,6 +227,11 @@ def main() -> None:
     parser.add_argument("--merge", nargs="+", metavar="LABEL",
                         help="run nothing: combine the saved OUT/LABEL.json of earlier invocations "
                              "(e.g. other seeds) into one table, figure and JSON under --label")
+    parser.add_argument("--evaluate", action="store_true",
+                        help="with --merge: play the merged runs' final checkpoints greedily "
+                             "where their saved results have no such figure")
+    parser.add_argument("--no-evaluate", action="store_true",
+                        help="skip the greedy evaluation after each run")
     args = parser.parse_args(argv)
     out = pathlib.Path(args.out)
     results: dict[str, list[dict]] = {}
@@ -209,6 +239,10 @@ def main() -> None:
         for name, runs in json.loads((out / f"{label}.json").read_text())["results"].items():
             for run in runs:  # files written before late_return was recorded
                 run.setdefault("late_return", late_return(run["curve"], run["frames"]))
+                run.setdefault("logdir", str(out / label / f"{name}-s{run['seed']}"))
+                if args.evaluate and run.get("greedy_return") is None:
+                    print(f"evaluating {run['logdir']} ...", flush=True)
+                    run.update(evaluate(pathlib.Path(run["logdir"])))
             results.setdefault(name, []).extend(runs)
     for name in [] if args.merge else args.tasks:
         task = TASKS[name]
@@ -218,11 +252,15 @@ def main() -> None:
                 raise SystemExit(f"{logdir} exists: choose another --label or remove it")
             print(f"{name} seed {seed}: {task.env}, {task.frames:,} frames ...", flush=True)
             run = run_one(task, seed, logdir, extra)
+            run["logdir"] = str(logdir)
+            if not args.no_evaluate:
+                run.update(evaluate(logdir))
             results.setdefault(name, []).append(run)
             print(f"  threshold {task.threshold:g}: "
                   + (f"{run['frames_to_threshold']:,} frames, {run['seconds_to_threshold']} s"
                      if run["frames_to_threshold"] is not None else "not reached")
-                  + f"; final {run['final_return']}; run {run['seconds']} s", flush=True)
+                  + f"; final {run['final_return']}; greedy {_greedy(run)}; run {run['seconds']} s",
+                  flush=True)
     print()
     print_table(results)
     figure = out / f"{args.label}.png"

@@ -46,8 +46,12 @@ class RunCounters(NamedTuple):
     return_moments: tuple[float, float, float] | None = None
 
 
-def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: str | os.PathLike) -> str:
+def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: str | os.PathLike, *,
+                            partial: bool = False) -> str:
     """Restores the newest checkpoint in `directory` that reads back whole; returns its path.
+
+    `partial`: `checkpoint` holds only part of what was saved (e.g. an agent's weights
+    without the optimizer's slots); what it holds must still match.
 
     Checkpoints listed in the directory's index are tried newest first; one that
     fails to read (a missing, truncated or corrupt file) is skipped with a warning. A checkpoint that reads but does not match the
@@ -80,6 +84,8 @@ def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: str | os
             continue
         # Outside the try: a checkpoint that reads but does not match is a real error.
         status.assert_existing_objects_matched()
+        if partial:
+            status.expect_partial()  # no warnings about the saved values left unread
         return path
     raise FileNotFoundError(f"no readable checkpoint in {directory!r} ({'; '.join(failures)})")
 

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 from test_shutdown import start_training, wait_for_training
@@ -178,3 +179,20 @@ def test_a_resume_that_fails_to_restore_leaves_config_json_as_it_was(local_run, 
     assert more.returncode == 1, more.stdout + more.stderr
     assert "the learner could not start" in more.stderr and "Traceback" not in more.stderr
     assert (logdir / "config.json").read_bytes() == saved
+
+
+def test_the_evaluate_command_plays_the_final_checkpoint_quietly(local_run, tmp_path):
+    logdir, proc = local_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    steps, frames = map(int, proc.stdout.split("RESULT ")[1].split()[:2])
+    out = tmp_path / "evaluation.json"
+    done = subprocess.run([sys.executable, "-m", "impala_rep", "evaluate", str(logdir),
+                           "--episodes", "6", "--envs", "3", "--json", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr == ""  # a quiet console: no TensorFlow notes
+    assert done.stdout.count("\n") == 1 and "greedy policy, 6 episodes" in done.stdout
+    result = json.loads(out.read_text())
+    assert result["checkpoint"].endswith(f"ckpt-{steps}") and result["frames"] == frames
+    assert len(result["returns"]) == 6 and all(1 <= r <= 500 for r in result["returns"])
+    assert f"mean return {np.mean(result['returns']):.2f}" in done.stdout

@@ -14,7 +14,8 @@ import sys
 from impala_rep.config import TrainConfig
 from impala_rep.devices import parse_devices
 from impala_rep.presets import PRESETS, preset_keys
-from impala_rep.run.flags import add_config_flags, config_values, positive_int
+from impala_rep.run.evaluation import POLICIES
+from impala_rep.run.flags import add_config_flags, config_values, positive_int, seed_int
 
 # Tolerance for the demo's replicated-vs-single-device check: float32 sums in a
 # different order across replicas differ by rounding only.
@@ -88,7 +89,29 @@ def build_parser(preset: str | None = None, env: str | None = None, *,
     _add_train_arguments(train, preset, env, explicit_only=explicit_only)
     plot = commands.add_parser("plot", help="write PNG plots of a run's metrics")
     plot.add_argument("logdir", help="a run directory written by `impala-rep train --logdir`")
+    _add_evaluate_arguments(commands.add_parser(
+        "evaluate", help="play a run's newest checkpoint for a number of episodes and print its "
+                         "mean return (as published scores are measured)"))
     return parser
+
+
+def _add_evaluate_arguments(evaluate: argparse.ArgumentParser) -> None:
+    evaluate.add_argument("logdir", help="a run directory written by `impala-rep train --logdir`")
+    evaluate.add_argument("--episodes", type=positive_int, default=100,
+                          help="episodes to play (default: 100)")
+    evaluate.add_argument("--envs", type=positive_int, default=10,
+                          help="envs playing them, at most --episodes; env i plays "
+                               "(episodes + i) // envs of them (default: 10)")
+    evaluate.add_argument("--policy", choices=POLICIES, default="greedy",
+                          help="'greedy': the most probable action, as rl-baselines3-zoo's "
+                               "scores; 'sample': as the actors act in training (default: greedy)")
+    evaluate.add_argument("--seed", type=seed_int, default=0,
+                          help="env i is seeded with seed + i; also seeds 'sample' (default: 0)")
+    evaluate.add_argument("--frame-budget", type=positive_int, default=10_000_000,
+                          help="env frames after which an evaluation that has not ended all its "
+                               "episodes fails (default: 10000000)")
+    evaluate.add_argument("--json", metavar="FILE",
+                          help="also write the episodes' returns and lengths to FILE as JSON")
 
 
 def _preset_and_env(argv: list[str] | None) -> tuple[str | None, str | None]:
@@ -169,8 +192,38 @@ def main(argv: list[str] | None = None) -> int:
         for path in paths:
             print(path)
         return 0
+    if args.command == "evaluate":
+        return _evaluate(parser, args)
     parser.error(f"unknown command {args.command!r}")  # unreachable: argparse checks choices
     return 2
+
+
+def _evaluate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    import json
+    import pathlib
+
+    from impala_rep.run.console import quiet_native_logs
+    from impala_rep.run.evaluation import EvaluationIncomplete, evaluate_run, progress_printer
+
+    if args.envs > args.episodes:
+        parser.error(f"argument --envs: {args.envs} is more than --episodes {args.episodes}; "
+                     "every env must play at least one episode")
+    if args.json is not None and not pathlib.Path(args.json).absolute().parent.is_dir():
+        parser.error(f"argument --json: {args.json!r} cannot be written: its directory does not exist")
+    quiet_native_logs(verbose=False)
+    try:
+        result = evaluate_run(args.logdir, episodes=args.episodes, num_envs=args.envs,
+                              policy=args.policy, seed=args.seed, frame_budget=args.frame_budget,
+                              on_progress=progress_printer(sys.stderr))
+    except ValueError as err:  # not a run, a config or an --agent that cannot be read
+        parser.error(str(err))
+    except (FileNotFoundError, EvaluationIncomplete) as err:
+        print(f"impala-rep: error: {err}", file=sys.stderr)
+        return 1
+    print(result.summary())
+    if args.json is not None:
+        pathlib.Path(args.json).write_text(json.dumps(result.to_json(), indent=2) + "\n")
+    return 0
 
 
 if __name__ == "__main__":

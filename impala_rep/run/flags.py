@@ -24,7 +24,8 @@ from typing import Any, Callable
 from impala_rep.config import ConfigField, TrainConfig, config_fields
 from impala_rep.value_checks import SEED_RANGE, STICKY_ACTIONS_RANGE, is_seed, is_sticky_probability
 
-__all__ = ["add_config_flags", "config_values", "format_value", "is_switch", "positive_int", "NONE"]
+__all__ = ["add_config_flags", "config_values", "format_value", "is_switch", "positive_int",
+           "seed_int", "NONE"]
 
 NONE = "none"  # the word an optional field's flag takes for None
 
@@ -61,6 +62,7 @@ def _positive(value: int) -> bool:
 
 
 positive_int = _checked(int, "a positive integer", _positive)
+seed_int = _checked(int, SEED_RANGE, is_seed)
 
 
 def _int_tuple(text: str) -> tuple[int, ...]:

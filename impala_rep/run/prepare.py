@@ -19,7 +19,8 @@ from typing import Any, Callable
 from impala_rep.config import AgentConfig, TrainConfig
 from impala_rep.run.errors import SetupError
 
-__all__ = ["RunPlan", "prepare", "check_logdir", "default_agent_factory", "resolve_auto_settings"]
+__all__ = ["RunPlan", "prepare", "check_logdir", "default_agent_factory", "agent_factory_for",
+           "resolve_auto_settings"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +47,23 @@ def default_agent_factory(agent: AgentConfig, observation_shape, num_actions: in
                       network=agent.network, use_lstm=agent.use_lstm,
                       hidden_sizes=tuple(agent.hidden_sizes),
                       observation_normalization=observation_normalization)
+
+
+def agent_factory_for(config: TrainConfig, env_spec, *,
+                      agent: Callable[[], Any] | None = None) -> Callable[[], Any]:
+    """The run's agent builder: `agent` (given to `train()`), else the `--agent` factory, else
+    the configured built-in agent (`impala-rep evaluate` builds the agent a run trained)."""
+    from impala_rep.run.user_code import resolve_agent_and_loss
+
+    factory, _ = resolve_agent_and_loss(
+        agent_spec=config.agent.factory, loss_spec=None, agent=agent, loss=None,
+        observation_shape=env_spec.observation_shape, num_actions=env_spec.num_actions)
+    return factory if factory is not None else _builtin_agent_factory(config, env_spec)
+
+
+def _builtin_agent_factory(config: TrainConfig, env_spec) -> Callable[[], Any]:
+    return default_agent_factory(config.agent, env_spec.observation_shape, env_spec.num_actions,
+                                 _observation_normalization(config, env_spec))
 
 
 def _observation_normalization(config: TrainConfig, env_spec) -> Any:
@@ -129,9 +147,7 @@ def prepare(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
             observation_shape=env_spec.observation_shape, num_actions=env_spec.num_actions)
         users_agent = agent_factory is not None
         if agent_factory is None:  # e.g. a network that does not fit the observation
-            agent_factory = default_agent_factory(
-                config.agent, env_spec.observation_shape, env_spec.num_actions,
-                _observation_normalization(config, env_spec))
+            agent_factory = _builtin_agent_factory(config, env_spec)
         if users_agent or loss is not None:
             check_user_code(agent_factory=agent_factory, loss_fn=loss, agent_is_users=users_agent,
                             agent_spec=config.agent.factory, loss_spec=config.loss.function,

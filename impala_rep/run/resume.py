@@ -31,26 +31,28 @@ LOCKED_KEYS = (("env",) + tuple(field.key for field in config_fields() if field.
 _CHECKPOINT_INDEX = pathlib.Path("checkpoints") / "checkpoint"
 
 
-def load_run_config(logdir: str) -> TrainConfig:
+def load_run_config(logdir: str, *, purpose: str = "resume") -> TrainConfig:
     """The config saved in `logdir` (nested, or the flat config.json of earlier versions),
-    its logdir set to `logdir`; ValueError unless `logdir` is a run with a checkpoint."""
+    its logdir set to `logdir`; ValueError unless `logdir` is a run with a checkpoint.
+    `purpose` ("resume", "evaluate") words the errors: "cannot PURPOSE LOGDIR: ..."."""
     path = pathlib.Path(logdir)
     if not path.is_dir():
-        raise ValueError(f"cannot resume {logdir!r}: not a directory")
+        raise ValueError(f"cannot {purpose} {logdir!r}: not a directory")
     config_file = path / "config.json"
     if not config_file.is_file():
-        raise ValueError(f"cannot resume {logdir!r}: not a run directory (no config.json; "
+        raise ValueError(f"cannot {purpose} {logdir!r}: not a run directory (no config.json; "
                          "it must be the --logdir of an earlier `impala-rep train`)")
     if not (path / _CHECKPOINT_INDEX).is_file():
-        raise ValueError(f"cannot resume {logdir!r}: it holds no checkpoint (the run stopped "
-                         "before its first one); start a new run instead")
+        advice = "; start a new run instead" if purpose == "resume" else ""
+        raise ValueError(f"cannot {purpose} {logdir!r}: it holds no checkpoint (the run stopped "
+                         f"before its first one){advice}")
     try:
         data = json.loads(config_file.read_text())
         if not isinstance(data, dict):
             raise ValueError(f"expected a JSON object, got {type(data).__name__}")
         saved = TrainConfig.from_json(data)
     except (ValueError, TypeError) as err:  # JSONDecodeError is a ValueError
-        raise ValueError(f"cannot resume {logdir!r}: its config.json is not readable ({err})") from None
+        raise ValueError(f"cannot {purpose} {logdir!r}: its config.json is not readable ({err})") from None
     return saved.replace({"logdir": str(logdir)})
 
 
