@@ -92,6 +92,7 @@ TASKS = {
 }
 DEFAULT_TASKS = ("cartpole", "acrobot", "mountaincar", "minatar-breakout")
 EVAL_EPISODES = 100
+EVAL_FRAME_BUDGET = 2_000_000  # 100 classic-control episodes take at most 50k
 
 
 def run_one(task: Task, seed: int, logdir: pathlib.Path, extra: list[str]) -> dict:
@@ -137,12 +138,20 @@ def run_one(task: Task, seed: int, logdir: pathlib.Path, extra: list[str]) -> di
 
 
 def evaluate(logdir: pathlib.Path) -> dict:
-    """The run's final checkpoint played greedily for 100 episodes (`impala-rep evaluate`)."""
+    """The run's final checkpoint played greedily for 100 episodes (`impala-rep evaluate`).
+
+    A greedy policy can play on forever where an env has no time limit (MinAtar,
+    CliffWalking): after EVAL_FRAME_BUDGET env frames the evaluation is recorded as
+    unfinished instead of stopping the suite."""
     out = logdir / "evaluation.json"
     command = [str(ROOT / ".venv" / "bin" / "impala-rep"), "evaluate", str(logdir),
-               "--episodes", str(EVAL_EPISODES), "--json", str(out)]
+               "--episodes", str(EVAL_EPISODES), "--frame-budget", str(EVAL_FRAME_BUDGET),
+               "--json", str(out)]
     done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                           cwd=ROOT)  # a run's --agent file path is relative to where it ran
+    if done.returncode == 1 and "episodes ended within" in done.stderr:
+        return {"greedy_return": None, "greedy_std": None,
+                "greedy_unfinished": done.stderr.strip().splitlines()[-1]}
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed (exit {done.returncode}):\n{done.stderr}")
     result = json.loads(out.read_text())
@@ -178,6 +187,8 @@ def _number(value: float | None) -> str:
 
 
 def _greedy(run: dict) -> str:
+    if run.get("greedy_unfinished"):
+        return "unfinished"
     if run.get("greedy_return") is None:
         return "-"
     return f"{run['greedy_return']:.3g} ± {run['greedy_std']:.2g}"

@@ -110,3 +110,24 @@ def test_a_threshold_counts_only_once_a_full_window_of_episodes_has_ended():
     assert learning.reaches({"episode_return_mean": -70.0, "episodes": 100}, -75.0)
     assert not learning.reaches({"episode_return_mean": -80.0, "episodes": 5000}, -75.0)
     assert not learning.reaches({"episode_return_mean": None, "episodes": 0}, -75.0)
+
+
+def test_the_suite_evaluates_a_run_greedily_and_records_one_that_never_ends_as_unfinished(
+        tmp_path, monkeypatch):
+    import learning
+    from test_evaluation import saved_run
+
+    from impala_rep.run.evaluation import evaluate_run
+
+    monkeypatch.setenv("PYTHONPATH", str(pathlib.Path(__file__).resolve().parent))  # endless_env
+    saved_run(tmp_path / "cartpole", env="CartPole-v1")
+    expected = evaluate_run(str(tmp_path / "cartpole"), episodes=learning.EVAL_EPISODES)
+    assert learning.evaluate(tmp_path / "cartpole") == {
+        "greedy_return": round(expected.mean_return, 4), "greedy_std": round(expected.std_return, 4)}
+
+    saved_run(tmp_path / "endless", env="endless_env:Endless-v0")
+    monkeypatch.setattr(learning, "EVAL_FRAME_BUDGET", 1000)
+    result = learning.evaluate(tmp_path / "endless")
+    assert result["greedy_return"] is None
+    assert "only 0 of 100 episodes ended within 1,000 frames" in result["greedy_unfinished"]
+    assert learning._greedy(result) == "unfinished"
