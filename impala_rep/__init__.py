@@ -74,6 +74,9 @@ _EXPORTS = {
     "SetupError": "impala_rep.run.errors",
     "TrainingFailed": "impala_rep.run.errors",
     "TrainingInterrupted": "impala_rep.run.errors",
+    "evaluate_run": "impala_rep.run.evaluation",
+    "Evaluation": "impala_rep.run.evaluation",
+    "EvaluationIncomplete": "impala_rep.run.evaluation",
     "describe_env": "impala_rep.envs.factory",
     "make_vector_env": "impala_rep.envs.factory",
 }
