@@ -77,6 +77,7 @@ _EXPORTS = {
     "evaluate_run": "impala_rep.run.evaluation",
     "Evaluation": "impala_rep.run.evaluation",
     "EvaluationIncomplete": "impala_rep.run.evaluation",
+    "EvaluationSetupError": "impala_rep.run.evaluation",
     "describe_env": "impala_rep.envs.factory",
     "make_vector_env": "impala_rep.envs.factory",
 }

@@ -30,10 +30,22 @@ import tensorflow as tf
 from impala_rep.learner.checkpoint_index import CHECKPOINT_SUBDIR, newest_checkpoint
 
 __all__ = ["RunCheckpoint", "RunCounters", "restore_newest_readable", "newest_checkpoint",
-           "CHECKPOINT_SUBDIR"]
+           "agent_trackables", "CHECKPOINT_SUBDIR"]
 
 
 _log = logging.getLogger(__name__)
+
+
+def agent_trackables(agent) -> dict:
+    """How a learner's checkpoint holds its agent (the `Learner.checkpoint` keys `agent` and
+    `agent_state`): one place, so that `impala-rep evaluate` reads back what the learner wrote.
+
+    Non-trainable agent state (an agent's optional `non_trainable_variables`, e.g.
+    batch-norm moving statistics) is saved under its own key, and only when there is
+    some: checkpoints of agents without such state keep their layout."""
+    agent_state = list(getattr(agent, "non_trainable_variables", ()))
+    return {"agent": list(agent.trainable_variables),
+            **({"agent_state": agent_state} if agent_state else {})}
 
 
 class RunCounters(NamedTuple):

@@ -30,7 +30,7 @@ import tensorflow as tf
 
 from impala_rep.agent import Agent
 from impala_rep.config import LossConfig, OptimizerConfig
-from impala_rep.learner.checkpointing import restore_newest_readable
+from impala_rep.learner.checkpointing import agent_trackables, restore_newest_readable
 from impala_rep.learner.gradients import clip_by_global_norm, zero_unless
 from impala_rep.learner.optimizers import make_optimizer as optimizer_from_config
 from impala_rep.learner.replicator import (
@@ -127,16 +127,8 @@ class Learner:
             # add is kept), so a step costs no extra variable dispatch on the host.
             self._num_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="learner_step",
                                           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-        # Non-trainable agent state (an agent's optional `non_trainable_variables`, e.g.
-        # batch-norm moving statistics) is saved under its own key, and only when there
-        # is some: checkpoints of agents without such state keep their layout.
-        agent_state = list(getattr(agent, "non_trainable_variables", ()))
         self._checkpoint = tf.train.Checkpoint(
-            agent=list(agent.trainable_variables),
-            optimizer=self._optimizer.optimizer,
-            step=self._num_steps,
-            **({"agent_state": agent_state} if agent_state else {}),
-        )
+            optimizer=self._optimizer.optimizer, step=self._num_steps, **agent_trackables(agent))
         self._managers: dict[str, tf.train.CheckpointManager] = {}
         # Replicator caches one compiled function per step_fn object; keep ours fixed.
         self._step_fn = self._replica_step

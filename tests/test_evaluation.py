@@ -100,8 +100,23 @@ def test_evaluate_plays_the_checkpoint_as_a_slow_reference_does(tmp_path):
 def test_an_evaluation_whose_episodes_never_end_stops_at_its_frame_budget(tmp_path):
     saved_run(tmp_path / "run", env="endless_env:Endless-v0")
     with pytest.raises(EvaluationIncomplete, match=r"only 0 of 4 episodes ended within 2,000 "
-                                                   r"frames; .*--max-episode-steps"):
+                                                   r"frames: .*--max-episode-steps"):
         evaluate_run(str(tmp_path / "run"), episodes=4, num_envs=2, frame_budget=2000)
+
+
+def test_a_time_limit_given_to_the_evaluation_ends_its_episodes_and_envs_default_to_episodes(
+        tmp_path):
+    saved_run(tmp_path / "run", env="endless_env:Endless-v0")
+    result = evaluate_run(str(tmp_path / "run"), episodes=3, max_episode_steps=25)
+    assert result.returns == (25.0, 25.0, 25.0)  # 1 a step; three envs, one episode each
+
+
+def with_agent_config(run, **agent):
+    """Rewrites a saved run's config.json with other agent settings, as if another agent had
+    trained it (config.json does not record an agent object given to train())."""
+    config = json.loads((run / "config.json").read_text())
+    config["agent"].update(agent)
+    (run / "config.json").write_text(json.dumps(config))
 
 
 @pytest.mark.parametrize("make, args, message", [
@@ -110,7 +125,16 @@ def test_an_evaluation_whose_episodes_never_end_stops_at_its_frame_budget(tmp_pa
     (None, ["--policy", "best"], "argument --policy: invalid choice: 'best'"),
     (None, ["--seed", "-1"], "argument --seed: expected an integer in [0, 2**32), got -1"),
     (None, ["--json", "{tmp}/no/such/dir/out.json"], "argument --json: '{tmp}/no/such/dir/out.json' "
-                                                     "cannot be written: its directory does not exist"),
+                                                     "cannot be written: give a file path in an "
+                                                     "existing, writable directory"),
+    (None, ["--json", "{tmp}"], "argument --json: '{tmp}' cannot be written"),
+    (None, ["--max-episode-steps", "0"], "argument --max-episode-steps: expected a positive "
+                                         "integer, got 0"),
+    ("wider agent", [], "cannot evaluate '{run}': its checkpoint's agent is not the one its "
+                        "config.json describes (6 variables saved, 6 built; variable 0: (4, 16) "
+                        "saved, (4, 32) built); a run trained with an agent object passed to "
+                        "train() is evaluated with impala_rep.evaluate_run(logdir, agent=...)"),
+    ("deeper agent", [], "(6 variables saved, 8 built; variable 2: (16, 2) saved, (16, 16) built)"),
     ("missing", [], "cannot evaluate '{run}': not a directory"),
     ("empty", [], "cannot evaluate '{run}': not a run directory (no config.json"),
     ("no checkpoint", [], "cannot evaluate '{run}': it holds no checkpoint (the run stopped before "
@@ -119,8 +143,10 @@ def test_an_evaluation_whose_episodes_never_end_stops_at_its_frame_budget(tmp_pa
 def test_the_command_refuses_bad_input_in_one_line_and_writes_nothing(make, args, message, tmp_path,
                                                                         capsys):
     run = tmp_path / "run"
-    if make is None:
+    if make in (None, "wider agent", "deeper agent"):
         saved_run(run)
+        if make is not None:
+            with_agent_config(run, hidden_sizes=[32] if make == "wider agent" else [16, 16])
     elif make in ("empty", "no checkpoint"):
         run.mkdir()
         if make == "no checkpoint":

@@ -99,17 +99,22 @@ def _add_evaluate_arguments(evaluate: argparse.ArgumentParser) -> None:
     evaluate.add_argument("logdir", help="a run directory written by `impala-rep train --logdir`")
     evaluate.add_argument("--episodes", type=positive_int, default=100,
                           help="episodes to play (default: 100)")
-    evaluate.add_argument("--envs", type=positive_int, default=10,
+    evaluate.add_argument("--envs", type=positive_int,
                           help="envs playing them, at most --episodes; env i plays "
-                               "(episodes + i) // envs of them (default: 10)")
+                               "(episodes + i) // envs of them (default: 10, or --episodes "
+                               "if fewer)")
     evaluate.add_argument("--policy", choices=POLICIES, default="greedy",
                           help="'greedy': the most probable action, as rl-baselines3-zoo's "
                                "scores; 'sample': as the actors act in training (default: greedy)")
     evaluate.add_argument("--seed", type=seed_int, default=0,
-                          help="env i is seeded with seed + i; also seeds 'sample' (default: 0)")
+                          help="seeds the envs as training seeds an actor's (env i with seed + i; "
+                               "CartPole-v1's from one generator) and 'sample' (default: 0)")
     evaluate.add_argument("--frame-budget", type=positive_int, default=10_000_000,
                           help="env frames after which an evaluation that has not ended all its "
                                "episodes fails (default: 10000000)")
+    evaluate.add_argument("--max-episode-steps", type=positive_int, metavar="STEPS",
+                          help="gymnasium ids: end the evaluation's episodes after this many "
+                               "steps, replacing the run's time limit (default: the run's)")
     evaluate.add_argument("--json", metavar="FILE",
                           help="also write the episodes' returns and lengths to FILE as JSON")
 
@@ -200,22 +205,28 @@ def main(argv: list[str] | None = None) -> int:
 
 def _evaluate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     import json
+    import os
     import pathlib
 
     from impala_rep.run.console import quiet_native_logs
-    from impala_rep.run.evaluation import EvaluationIncomplete, evaluate_run, progress_printer
+    from impala_rep.run.evaluation import (EvaluationIncomplete, EvaluationSetupError, evaluate_run,
+                                           progress_printer)
 
-    if args.envs > args.episodes:
+    if args.envs is not None and args.envs > args.episodes:
         parser.error(f"argument --envs: {args.envs} is more than --episodes {args.episodes}; "
                      "every env must play at least one episode")
-    if args.json is not None and not pathlib.Path(args.json).absolute().parent.is_dir():
-        parser.error(f"argument --json: {args.json!r} cannot be written: its directory does not exist")
+    if args.json is not None:
+        target = pathlib.Path(args.json).absolute()
+        if target.is_dir() or not target.parent.is_dir() or not os.access(target.parent, os.W_OK):
+            parser.error(f"argument --json: {args.json!r} cannot be written: give a file path in "
+                         "an existing, writable directory")
     quiet_native_logs(verbose=False)
     try:
         result = evaluate_run(args.logdir, episodes=args.episodes, num_envs=args.envs,
                               policy=args.policy, seed=args.seed, frame_budget=args.frame_budget,
+                              max_episode_steps=args.max_episode_steps,
                               on_progress=progress_printer(sys.stderr))
-    except ValueError as err:  # not a run, a config or an --agent that cannot be read
+    except EvaluationSetupError as err:  # before any episode: not a run, another agent, ...
         parser.error(str(err))
     except (FileNotFoundError, EvaluationIncomplete) as err:
         print(f"impala-rep: error: {err}", file=sys.stderr)

@@ -7,22 +7,23 @@ of episodes on fresh envs, as `stable_baselines3.common.evaluation.evaluate_poli
 sub-env i plays `(episodes + i) // num_envs` episodes, so short episodes are not
 over-counted by envs that finish first.
 
-The envs, the agent and the checkpoint are the run's own (config.json); the policy is
-stepped by the same `Actor` the training used, so recurrent state, time limits and frame
-stacks behave as they did in training. Nothing is written.
+The envs, the agent and the checkpoint are the run's own (config.json), except that a lost
+life never ends an episode (`--episodic-life` is a training device: scores are whole
+games'); the policy is stepped by the same `Actor` the training used, so recurrent state,
+time limits and frame stacks behave as they did in training. Nothing is written.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import statistics
 import time
 from typing import Any, Callable
 
-import numpy as np
-
 from impala_rep.value_checks import SEED_RANGE, is_seed
 
-__all__ = ["Evaluation", "EvaluationIncomplete", "POLICIES", "evaluate_run", "progress_printer"]
+__all__ = ["Evaluation", "EvaluationIncomplete", "EvaluationSetupError", "POLICIES", "evaluate_run",
+           "progress_printer"]
 
 POLICIES = ("greedy", "sample")
 
@@ -45,19 +46,18 @@ class Evaluation:
 
     @property
     def mean_return(self) -> float:
-        return float(np.mean(self.returns))
+        return statistics.fmean(self.returns)
 
     @property
     def std_return(self) -> float:
-        return float(np.std(self.returns))
+        return statistics.pstdev(self.returns)  # of the episodes played, as numpy's std
 
     def summary(self) -> str:
         """One line, as the command prints it."""
-        returns = np.asarray(self.returns)
-        return (f"{self.logdir}: {self.policy} policy, {len(returns)} episodes, checkpoint at "
-                f"{self.frames:,} frames: mean return {returns.mean():.2f} ± {returns.std():.2f} "
-                f"(min {returns.min():.2f}, max {returns.max():.2f}), "
-                f"mean length {np.mean(self.lengths):.1f} steps")
+        return (f"{self.logdir}: {self.policy} policy, {len(self.returns)} episodes, checkpoint "
+                f"at {self.frames:,} frames: mean return {self.mean_return:.2f} ± "
+                f"{self.std_return:.2f} (min {min(self.returns):.2f}, max {max(self.returns):.2f}"
+                f"), mean length {statistics.fmean(self.lengths):.1f} steps")
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self) | {"mean_return": self.mean_return,
@@ -68,71 +68,86 @@ class EvaluationIncomplete(RuntimeError):
     """Fewer episodes than asked for ended within the frame budget."""
 
 
-def evaluate_run(logdir: str, *, episodes: int = 100, num_envs: int = 10, policy: str = "greedy",
-                 seed: int = 0, frame_budget: int = 10_000_000,
-                 agent: Callable[[], Any] | None = None,
+class EvaluationSetupError(ValueError):
+    """What was asked cannot be evaluated (bad arguments, not a run with a checkpoint, an
+    agent that is not the one the checkpoint holds); raised before any episode is played."""
+
+
+def evaluate_run(logdir: str, *, episodes: int = 100, num_envs: int | None = None,
+                 policy: str = "greedy", seed: int = 0, frame_budget: int = 10_000_000,
+                 max_episode_steps: int | None = None, agent: Callable[[], Any] | None = None,
                  on_progress: Callable[[int, int], None] | None = None) -> Evaluation:
     """Plays the newest readable checkpoint of the run in `logdir` for `episodes` episodes.
 
     Args:
       episodes, num_envs: episodes in all, and envs playing them (sub-env i plays
-        `(episodes + i) // num_envs`); num_envs <= episodes.
+        `(episodes + i) // num_envs`); num_envs <= episodes; None: up to 10.
       policy: "greedy" (the most probable action) or "sample" (as the actors act).
-      seed: seeds the envs (sub-env i gets seed + i) and, with "sample", the actions.
+      seed: seeds the envs as training seeds an actor's (`make_vector_env`: sub-env i
+        with seed + i; CartPole-v1 all from one generator) and, with "sample", the actions.
       frame_budget: env frames after which an evaluation that has not finished stops
         with `EvaluationIncomplete` (a greedy policy can loop forever in an env that
         has no time limit).
+      max_episode_steps: a time limit for the evaluation's episodes (gymnasium ids),
+        replacing the run's; None keeps the run's.
       agent: the agent builder the run was trained with, when it was given to `train()`
         as an object (a run made with `--agent` or the built-in agent needs none).
       on_progress: called as `(episodes ended, episodes)` after each unroll.
 
     Raises:
-      ValueError: bad arguments, or `logdir` is not a run with a checkpoint.
+      EvaluationSetupError: bad arguments; `logdir` is not a run with a checkpoint; the
+        agent built for it does not have the checkpoint's variables.
       FileNotFoundError: none of its checkpoints is readable.
       EvaluationIncomplete: see `frame_budget`.
     """
+    num_envs = min(10, episodes) if num_envs is None and isinstance(episodes, int) else num_envs
     for name, value in (("episodes", episodes), ("num_envs", num_envs),
                         ("frame_budget", frame_budget)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"bad {name} {value!r}: must be a positive integer")
+            raise EvaluationSetupError(f"bad {name} {value!r}: must be a positive integer")
     if num_envs > episodes:
-        raise ValueError(f"bad num_envs {num_envs}: must be at most episodes ({episodes}), "
-                         "or some envs would play none")
+        raise EvaluationSetupError(f"bad num_envs {num_envs}: must be at most episodes "
+                                   f"({episodes}), or some envs would play none")
     if policy not in POLICIES:
-        raise ValueError(f"bad policy {policy!r}: must be one of {', '.join(POLICIES)}")
+        raise EvaluationSetupError(f"bad policy {policy!r}: must be one of {', '.join(POLICIES)}")
     if not is_seed(seed):
-        raise ValueError(f"bad seed {seed!r}: must be {SEED_RANGE}")
+        raise EvaluationSetupError(f"bad seed {seed!r}: must be {SEED_RANGE}")
 
-    from impala_rep.envs.factory import describe_env, make_vector_env
+    from impala_rep.envs.factory import check_env_options, describe_env, make_vector_env
     from impala_rep.run.prepare import agent_factory_for
     from impala_rep.run.resume import load_run_config
 
-    config = load_run_config(logdir, purpose="evaluate")
-    env_spec = describe_env(config.env.id)
-    factory = agent_factory_for(config, env_spec, agent=agent)
+    try:
+        config = load_run_config(logdir, purpose="evaluate")
+        if max_episode_steps is not None:
+            config = config.replace({"max_episode_steps": max_episode_steps})
+        check_env_options(config.env.id, sticky_actions=config.env.sticky_actions,
+                          max_episode_steps=config.env.max_episode_steps)
+        env_spec = describe_env(config.env.id)
+        factory = agent_factory_for(config, env_spec, agent=agent)
+    except ValueError as err:
+        raise EvaluationSetupError(str(err)) from None
 
     import tensorflow as tf
 
     from impala_rep.actors.actor import Actor
-    from impala_rep.learner.checkpointing import CHECKPOINT_SUBDIR, restore_newest_readable
+    from impala_rep.learner.checkpointing import (CHECKPOINT_SUBDIR, agent_trackables,
+                                                  restore_newest_readable)
 
+    directory = f"{config.run.logdir}/{CHECKPOINT_SUBDIR}"
     env = make_vector_env(config.env.id, num_envs=num_envs, seed=seed,
                           sticky_actions=config.env.sticky_actions,
-                          episodic_life=config.env.episodic_life,
                           max_episode_steps=config.env.max_episode_steps)
     try:
         built = factory()
         actor = Actor(env=env, agent=built, unroll_length=_UNROLL, seed=seed,
                       greedy=policy == "greedy")  # builds the agent's variables
-        # The learner's checkpoint holds the agent's variables as a list under
-        # `learner/agent` (learner/learner.py); the optimizer's slots are not needed here.
-        agent_state = list(getattr(built, "non_trainable_variables", ()))
-        learner = tf.train.Checkpoint(agent=list(built.trainable_variables),
-                                      **({"agent_state": agent_state} if agent_state else {}))
+        _check_agent_matches(tf.train.latest_checkpoint(directory), built, logdir)
         steps_trained = tf.Variable(0, dtype=tf.int64)
+        # Only the agent and the counters: the optimizer's slots are not needed here.
         path = restore_newest_readable(
-            tf.train.Checkpoint(learner=learner, frames=steps_trained),
-            f"{config.run.logdir}/{CHECKPOINT_SUBDIR}", partial=True)
+            tf.train.Checkpoint(learner=tf.train.Checkpoint(**agent_trackables(built)),
+                                frames=steps_trained), directory, partial=True)
         returns, lengths = _play(actor, num_envs=num_envs, episodes=episodes,
                                  step_budget=-(-frame_budget // env_spec.frame_skip),
                                  on_progress=on_progress)
@@ -140,12 +155,42 @@ def evaluate_run(logdir: str, *, episodes: int = 100, num_envs: int = 10, policy
         env.close()
     if len(returns) < episodes:
         raise EvaluationIncomplete(
-            f"only {len(returns)} of {episodes} episodes ended within {frame_budget:,} frames; "
-            "the policy may never end an episode in this env (give the run a time limit with "
-            "--max-episode-steps, or a larger --frame-budget)")
+            f"only {len(returns)} of {episodes} episodes ended within {frame_budget:,} frames: "
+            "the policy may never end an episode in this env; give a larger --frame-budget, "
+            "or (gymnasium ids) a time limit with --max-episode-steps")
     return Evaluation(logdir=str(logdir), checkpoint=str(path),
                       frames=int(steps_trained.numpy()) * env_spec.frame_skip, policy=policy,
                       seed=seed, returns=tuple(returns), lengths=tuple(lengths))
+
+
+def _check_agent_matches(path: str | None, agent, logdir: str) -> None:
+    """EvaluationSetupError unless the checkpoint at `path` holds as many agent variables of
+    the same shapes as `agent` has: config.json does not record an agent object given to
+    `train()`, and the built-in agent would otherwise restore part of another's weights."""
+    import tensorflow as tf
+
+    if path is None:
+        return  # restore_newest_readable says what is missing
+    try:
+        saved = dict(tf.train.list_variables(path))
+    except (tf.errors.OpError, ValueError):
+        return  # unreadable: restore_newest_readable falls back to an older one
+    shapes = []
+    while (key := f"learner/agent/{len(shapes)}/.ATTRIBUTES/VARIABLE_VALUE") in saved:
+        shapes.append(tuple(saved[key]))
+    built = [tuple(v.shape) for v in agent.trainable_variables]
+    if shapes != built:
+        first = next(i for i in range(max(len(shapes), len(built)))
+                     if shapes[i:i + 1] != built[i:i + 1])
+
+        def shape(variables: list) -> str:
+            return str(variables[first]) if first < len(variables) else "none"
+
+        raise EvaluationSetupError(
+            f"cannot evaluate {logdir!r}: its checkpoint's agent is not the one its config.json "
+            f"describes ({len(shapes)} variables saved, {len(built)} built; variable {first}: "
+            f"{shape(shapes)} saved, {shape(built)} built); a run trained with an agent object "
+            "passed to train() is evaluated with impala_rep.evaluate_run(logdir, agent=...)")
 
 
 def _play(actor, *, num_envs: int, episodes: int, step_budget: int,
@@ -153,6 +198,8 @@ def _play(actor, *, num_envs: int, episodes: int, step_budget: int,
     """Unrolls `actor` until each sub-env has ended its quota of episodes or `step_budget`
     agent steps (all envs together) have passed; returns the quotas' returns and lengths,
     in the order they ended."""
+    import numpy as np
+
     quota = np.array([(episodes + i) // num_envs for i in range(num_envs)])
     ended = np.zeros(num_envs, np.int64)
     running_return = np.zeros(num_envs, np.float64)
@@ -180,12 +227,15 @@ def _play(actor, *, num_envs: int, episodes: int, step_budget: int,
 
 
 def progress_printer(stream, every_s: float = 10.0) -> Callable[[int, int], None]:
-    """An `on_progress` that writes one line to `stream` at most every `every_s` seconds."""
-    last = [time.monotonic()]
+    """An `on_progress` that writes one line to `stream` at most every `every_s` seconds,
+    counted from its first call (after the agent is built and traced)."""
+    last: list[float] = []
 
     def report(done: int, total: int) -> None:
         now = time.monotonic()
-        if now - last[0] >= every_s and done < total:
+        if not last:
+            last.append(now)
+        elif now - last[0] >= every_s and done < total:
             last[0] = now
             print(f"evaluating: {done} of {total} episodes ended", file=stream, flush=True)
 

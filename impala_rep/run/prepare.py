@@ -51,8 +51,9 @@ def default_agent_factory(agent: AgentConfig, observation_shape, num_actions: in
 
 def agent_factory_for(config: TrainConfig, env_spec, *,
                       agent: Callable[[], Any] | None = None) -> Callable[[], Any]:
-    """The run's agent builder: `agent` (given to `train()`), else the `--agent` factory, else
-    the configured built-in agent (`impala-rep evaluate` builds the agent a run trained)."""
+    """The run's agent builder: `agent` (given to `train()`) or the `--agent` factory (not
+    both), else the configured built-in agent (`impala-rep evaluate` builds the agent a run
+    trained)."""
     from impala_rep.run.user_code import resolve_agent_and_loss
 
     factory, _ = resolve_agent_and_loss(
