@@ -19,11 +19,13 @@ $(STAMP): pyproject.toml Makefile
 	@touch $(STAMP)
 
 # A short CartPole run on an embedded local Ray (about a minute on 2 cores),
-# then its plots. Each run gets a new directory under runs/.
+# then its plots and its final checkpoint played greedily for 100 episodes.
+# Each run gets a new directory under runs/.
 RUN := runs/cartpole-$(shell date +%Y%m%d-%H%M%S)
 train: $(STAMP)
 	$(VENV)/bin/impala-rep train --env CartPole-v1 --num-actors 2 --total-frames 1000000 --logdir $(RUN)
 	$(VENV)/bin/impala-rep plot $(RUN)
+	$(VENV)/bin/impala-rep evaluate $(RUN)
 
 # Two workers, a test file each at a time: most of the suite's time is subprocesses
 # starting Ray and TensorFlow, which overlap well on 2 cores (~8 min instead of ~14).
