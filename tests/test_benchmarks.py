@@ -1,5 +1,6 @@
 """The benchmark scripts' own logic (their measurements run outside the suite: README)."""
 
+import json
 import pathlib
 import subprocess
 import sys
@@ -131,3 +132,25 @@ def test_the_suite_evaluates_a_run_greedily_and_records_one_that_never_ends_as_u
     assert result["greedy_return"] is None
     assert "only 0 of 100 episodes ended within 1,000 frames" in result["greedy_unfinished"]
     assert learning._greedy(result) == "unfinished"
+
+
+def test_merge_with_evaluate_adds_the_greedy_figure_to_saved_runs_that_lack_it(tmp_path, monkeypatch,
+                                                                               capsys):
+    import learning
+    from test_evaluation import saved_run
+
+    out = tmp_path / "learning"
+    (out / "old").mkdir(parents=True)
+    saved_run(out / "old" / "cartpole-s1", env="CartPole-v1")
+    run = {"seed": 1, "frames_to_threshold": None, "seconds_to_threshold": None,
+           "final_return": 20.0, "best_return": None, "frames": 1234, "seconds": 9.0,
+           "curve": [(1234, 20.0)]}
+    (out / "old.json").write_text(json.dumps({"results": {"cartpole": [run]}}))
+    monkeypatch.setattr(sys, "argv", ["learning.py", "--merge", "old", "--evaluate", "--label", "new",
+                                      "--out", str(out)])
+    learning.main()
+    merged = json.loads((out / "new.json").read_text())["results"]["cartpole"][0]
+    played = json.loads((out / "old" / "cartpole-s1" / "evaluation.json").read_text())
+    assert merged["greedy_return"] == round(played["mean_return"], 4)
+    assert len(played["returns"]) == learning.EVAL_EPISODES
+    assert f"{merged['greedy_return']:.3g} ± " in capsys.readouterr().out  # the table's column
