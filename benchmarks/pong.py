@@ -58,11 +58,17 @@ def plot_comparison(logdirs: list[str], out: str) -> pathlib.Path:
         config = TrainConfig.from_json(json.loads((pathlib.Path(logdir) / "config.json").read_text()))
         points = [(r["frames"], r["episode_return_mean"]) for r in read_metrics(logdir)
                   if r["episode_return_mean"] is not None]
-        label = (f"{config.env.id}, B={config.learner.batch_size}, lr {config.optimizer.learning_rate:g}, "
-                 f"RMSProp eps {config.optimizer.rmsprop_epsilon:g}, seed {config.run.seed}")
+        optimizer = config.optimizer
+        # The optimizer's own epsilon: the other one is not used by the run.
+        epsilon = (optimizer.rmsprop_epsilon if optimizer.optimizer == "rmsprop"
+                   else optimizer.adam_epsilon)
+        label = (f"{config.env.id}, {config.actors.num_actors}x{config.actors.envs_per_actor} envs, "
+                 f"B={config.learner.batch_size}, {config.learner.passes} pass(es), "
+                 f"{optimizer.optimizer} lr {optimizer.learning_rate:g} eps {epsilon:g}, "
+                 f"seed {config.run.seed}")
         ax.plot([f / 1e6 for f, _ in points], [m for _, m in points], label=label)
     ax.set(xlabel="env frames (millions)", ylabel="mean return (last 100 episodes)",
-           title="Pong, 2 actors, shallow network")
+           title="Pong")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
