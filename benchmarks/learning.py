@@ -47,6 +47,7 @@ from impala_rep.learner.service import RETURN_WINDOW
 from impala_rep.run.run_log import read_metrics
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+IMPALA_REP = str(ROOT / ".venv" / "bin" / "impala-rep")  # the command, as a user runs it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +98,7 @@ EVAL_FRAME_BUDGET = 2_000_000  # 100 classic-control episodes take at most 50k
 
 def run_one(task: Task, seed: int, logdir: pathlib.Path, extra: list[str]) -> dict:
     """One `impala-rep train` command; the first record at the threshold, timed from launch."""
-    command = [str(ROOT / ".venv" / "bin" / "impala-rep"), "train", "--env", task.env,
+    command = [IMPALA_REP, "train", "--env", task.env,
                "--seed", str(seed), "--total-frames", str(task.frames), "--logdir", str(logdir),
                *task.flags, *extra]
     tail = MetricsTail(logdir)
@@ -144,7 +145,7 @@ def evaluate(logdir: pathlib.Path) -> dict:
     CliffWalking): after EVAL_FRAME_BUDGET env frames the evaluation is recorded as
     unfinished instead of stopping the suite."""
     out = logdir / "evaluation.json"
-    command = [str(ROOT / ".venv" / "bin" / "impala-rep"), "evaluate", str(logdir),
+    command = [IMPALA_REP, "evaluate", str(logdir),
                "--episodes", str(EVAL_EPISODES), "--frame-budget", str(EVAL_FRAME_BUDGET),
                "--json", str(out)]
     done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,

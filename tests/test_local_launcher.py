@@ -37,6 +37,12 @@ def train_in_subprocess(keys: dict, *, resume: bool = False) -> subprocess.Compl
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
 
 
+def result_of(proc: subprocess.CompletedProcess) -> tuple[int, int]:
+    """(learner steps, frames) that `train_in_subprocess` printed."""
+    steps, frames = proc.stdout.split("RESULT ")[1].split()[:2]
+    return int(steps), int(frames)
+
+
 @pytest.fixture(scope="module")
 def local_run(tmp_path_factory):
     """A finished local run of SMALL: (its folder, the subprocess's result). Read it, or copy
@@ -56,7 +62,7 @@ def test_local_run_starts_no_ray_and_resumes(local_run, tmp_path):
     logdir, proc = local_run
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "RAY IMPORTED False" in proc.stdout  # no Ray started, not even imported
-    steps, frames = map(int, proc.stdout.split("RESULT ")[1].split()[:2])
+    steps, frames = result_of(proc)
     assert frames >= SMALL["total_frames"]
     assert steps >= SMALL["total_frames"] // (SMALL["unroll_length"] * SMALL["batch_size"])
     index = (logdir / "checkpoints" / "checkpoint").read_text()
@@ -184,7 +190,7 @@ def test_a_resume_that_fails_to_restore_leaves_config_json_as_it_was(local_run, 
 def test_the_evaluate_command_plays_the_final_checkpoint_quietly(local_run, tmp_path):
     logdir, proc = local_run
     assert proc.returncode == 0, proc.stderr[-3000:]
-    steps, frames = map(int, proc.stdout.split("RESULT ")[1].split()[:2])
+    steps, frames = result_of(proc)
     out = tmp_path / "evaluation.json"
     done = subprocess.run([sys.executable, "-m", "impala_rep", "evaluate", str(logdir),
                            "--episodes", "6", "--envs", "3", "--json", str(out)],
