@@ -135,7 +135,7 @@ def test_custom_loss_and_cross_replica_batch_norm_two_replicas_equal_one(replica
 
 
 def test_the_rnd_example_two_replicas_equal_one(replicator):
-    """examples/rnd_exploration.py standardises its bonus over the global batch (all
+    """examples/rnd_exploration.py centres its bonus on the global batch's mean (all
     replicas' shards), so 2 replicas update as 1 does, the predictor included."""
     two, one = _two_replicas_and_one(replicator, "rnd_exploration")
     for m2, m1 in zip(two["metrics"], one["metrics"]):

@@ -49,17 +49,17 @@ def test_a_learner_step_is_sgd_on_the_bonus_rewarded_impala_loss_plus_the_predic
     batch = random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=5)
     _, before = learner.get_weights()
 
-    # By hand: the predictor's error on each next observation, standardised over the batch
+    # By hand: the predictor's error on each next observation, centred on the batch's mean
     # with numpy, added to the rewards; the predictor's summed error added to the loss.
     agent = _agent()
     agent.build((OBS,))
     agent.set_weights(before)
     following = batch.observations[1:].reshape(T * B, OBS)
     error = agent.rnd_error(tf.constant(following)).numpy().reshape(T, B)
-    bonus = (error - error.mean()) / (error.std() + 1e-8)
+    bonus = COST * (error - error.mean())
     bonus[batch.first[1:]] = 0.0  # a step that ended an episode: obs[t+1] is the next one's
     assert batch.first[1:].any() and not batch.first[1:].all()
-    rewarded = batch._replace(rewards=(batch.rewards + COST * bonus).astype(np.float32))
+    rewarded = batch._replace(rewards=(batch.rewards + bonus).astype(np.float32))
     with tf.GradientTape() as tape:
         loss = (manual_impala_loss(agent, rewarded, LossConfig())
                 + tf.reduce_sum(agent.rnd_error(tf.constant(following))))
