@@ -26,12 +26,19 @@ What is "custom" here (docs/custom_agent.md walks through it):
 
 import argparse
 import functools
-import os
 import sys
 from collections.abc import Sequence
 
 import numpy as np
-import tensorflow as tf
+
+if __name__ == "__main__":
+    # Run as a script: TensorFlow's start-up notes (CUDA, oneDNN) are discarded, as
+    # `impala-rep train` does; this must come before TensorFlow's first import.
+    from impala_rep import quiet_native_logs
+
+    quiet_native_logs(verbose=False)
+
+import tensorflow as tf  # noqa: E402  (after the quieting above)
 
 from impala_rep import (
     AgentOutput,
@@ -188,7 +195,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--logdir", default=None)
     parser.add_argument("--ray-address", default=None, help="join this Ray cluster instead of starting one")
     args = parser.parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         # Keys are the command line's flags without dashes.
         config = TrainConfig.from_keys(dict(

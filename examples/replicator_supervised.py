@@ -22,7 +22,6 @@ prints both loss curves, and exits 1 if the weights differ by more than 1e-4.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 import numpy as np
@@ -86,8 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.steps < 1 or args.batch_size < 2 or args.batch_size % 2:
         parser.error(f"need --steps >= 1 and an even --batch-size >= 2, got {args.steps}, {args.batch_size}")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from impala_rep import quiet_native_logs
 
+    quiet_native_logs(verbose=False)  # TensorFlow's start-up notes, discarded: before its import
     from impala_rep import Replicator
 
     # The device count is fixed when TensorFlow initialises: ask for the 2 logical CPU

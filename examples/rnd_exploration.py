@@ -34,12 +34,19 @@ Measured: README, "Exploration: random network distillation (an example)".
 
 import argparse
 import functools
-import os
 import sys
 from collections.abc import Sequence
 
 import numpy as np
-import tensorflow as tf
+
+if __name__ == "__main__":
+    # Run as a script: TensorFlow's start-up notes (CUDA, oneDNN) are discarded, as
+    # `impala-rep train` does; this must come before TensorFlow's first import.
+    from impala_rep import quiet_native_logs
+
+    quiet_native_logs(verbose=False)
+
+import tensorflow as tf  # noqa: E402  (after the quieting above)
 
 from impala_rep import LossOutput, MLPAgent, TrainConfig, all_reduce, describe_env, impala_loss_fn, train
 from impala_rep.agent import assign_weights, bounds_normalization, observation_scaling, weights_of
@@ -173,7 +180,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ray-address", default=None, help="join this Ray cluster instead of starting one")
     parser.add_argument("--launcher", default="ray", choices=["ray", "local"])
     args = parser.parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         config = TrainConfig.from_keys(dict(env=args.env, total_frames=args.total_frames,
                                             seed=args.seed, logdir=args.logdir,

@@ -80,6 +80,8 @@ _EXPORTS = {
     "EvaluationSetupError": "impala_rep.run.evaluation",
     "describe_env": "impala_rep.envs.factory",
     "make_vector_env": "impala_rep.envs.factory",
+    # a script's console, as impala-rep's own
+    "quiet_native_logs": "impala_rep.run.console",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -19,10 +19,17 @@ TINY_RUN = ["--total-frames", "3200", "--num-actors", "1", "--envs-per-actor", "
             "--unroll-length", "20", "--batch-size", "8"]
 
 
-def _run(args, cwd, timeout=300):
+def _run(args, cwd, timeout=300, *, quiet_console=False):
+    """The script's stdout. `quiet_console`: run it as a user does (no log level set) and
+    check that TensorFlow's start-up notes stayed off its console."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     proc = subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+                          timeout=timeout, env=env if quiet_console else dict(env, TF_CPP_MIN_LOG_LEVEL="2"))
     assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    if quiet_console:
+        noise = [line for line in (proc.stdout + proc.stderr).splitlines()
+                 if "cuda" in line.lower() or "absl" in line or "cpu_feature_guard" in line]
+        assert not noise, noise
     return proc.stdout
 
 
@@ -31,7 +38,8 @@ def _address(ray):
 
 
 def test_replicator_supervised_one_and_two_replicas_agree(tmp_path):
-    out = _run([str(EXAMPLES / "replicator_supervised.py"), "--steps", "20", "--batch-size", "32"], tmp_path)
+    out = _run([str(EXAMPLES / "replicator_supervised.py"), "--steps", "20", "--batch-size", "32"], tmp_path,
+               quiet_console=True)
     last = out.strip().splitlines()[-1]
     assert last.startswith("max |weight difference|")
     assert float(last.rsplit(" ", 1)[-1]) < 1e-4
@@ -39,7 +47,7 @@ def test_replicator_supervised_one_and_two_replicas_agree(tmp_path):
 
 def test_custom_agent_example_trains_on_two_replicas(local_ray, tmp_path):
     out = _run([str(EXAMPLES / "custom_agent.py"), *TINY_RUN, "--ray-address", _address(local_ray)],
-               tmp_path)
+               tmp_path, quiet_console=True)
     last = out.strip().splitlines()[-1]
     # 3,200 frames in batches of 20 x 8: 20 batches, each trained on `passes` times.
     assert last.startswith(f"custom agent: {20 * PASSES} learner steps on cpu:2"), out[-2000:]
