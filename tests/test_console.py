@@ -89,3 +89,19 @@ def test_a_report_in_which_nothing_moved_is_not_shown_until_30_s_pass():
     assert report(20.0, 640, 1280) == 2
     assert report(36.5, 640, 1280) == 3      # 30 s without a line: one anyway
     assert report(38.5, 1280, 1280) == 4
+
+
+def test_the_last_report_past_the_total_reads_as_done():
+    """The learner consumes whole batches, so a run of 20,000 frames ends at 20,480: its
+    last line said "[102.4%] ... ETA -0s"."""
+    import io
+
+    from impala_rep.run.monitor import _Progress
+
+    out = io.StringIO()
+    _Progress(out, total_frames=20_000).update(
+        {"wall_s": 9.0, "frames": 20_480, "frames_produced": 20_480, "env_fps": 7_000.0,
+         "learner_fps": 6_500.0, "episode_return_mean": 43.0, "policy_lag_mean": 128.0})
+    line = out.getvalue()
+    assert line.startswith("[100.0%] frames     20,480/20,000") and line.rstrip().endswith("ETA     0s")
+

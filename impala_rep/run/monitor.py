@@ -248,9 +248,11 @@ class _Progress:
         if not moved and record["wall_s"] - self._shown[0] < _STILL_LINE_EVERY_S:
             return
         self._shown = (record["wall_s"], record["frames"], record["frames_produced"])
-        done = record["frames"] / self._total
+        # The learner consumes whole batches, so the last report may pass the total:
+        # it is shown as done, not as 102% with an ETA of -0 s.
+        done = min(1.0, record["frames"] / self._total)
         rate = record["learner_fps"]
-        eta = (self._total - record["frames"]) / rate if rate > 0 else float("inf")
+        eta = max(0.0, self._total - record["frames"]) / rate if rate > 0 else float("inf")
         ret = record["episode_return_mean"]
         line = (f"[{done:6.1%}] frames {record['frames']:>10,}/{self._total:,}  "
                 f"env {record['env_fps']:>8,.0f} f/s  learner {rate:>8,.0f} f/s  "
