@@ -196,6 +196,10 @@ class LossConfig:
     normalize_rewards: bool = _field(
         True, "divide rewards by the running standard deviation of the discounted return, "
               "measured by the actors (before any clipping)")
+    # MountainCar needed it (README, "Exploration"); vector observations only.
+    rnd_cost: float = _field(
+        0.0, "weight of random network distillation's novelty bonus, added to the (scaled) "
+             "rewards: exploration for tasks whose reward random play never finds; 0: off")
     reward_clipping: str = _field("none", "clip rewards to [-1, 1] in the learner (abs_one) "
                                              "or not (none)", choices=REWARD_CLIPPING)
     function: str | None = _field(
@@ -205,7 +209,8 @@ class LossConfig:
 
     def __post_init__(self):
         _numbers(self, ("discount", "lambda_"), lambda v: 0 <= v <= 1, "must be in [0, 1]")
-        _numbers(self, ("baseline_cost", "entropy_cost", "kl_cost"), lambda v: v >= 0, "must be >= 0")
+        _numbers(self, ("baseline_cost", "entropy_cost", "kl_cost", "rnd_cost"), lambda v: v >= 0,
+                 "must be >= 0")
         _numbers(self, ("clip_rho_threshold", "clip_pg_rho_threshold", "surrogate_clip"), lambda v: v > 0,
                  "must be > 0", optional=True)
         _bools(self, "normalize_rewards")

@@ -30,6 +30,7 @@ __all__ = [
     "kl_loss",
     "explained_variance",
     "normalized_advantages",
+    "batch_mean",
     "impala_loss",
     "impala_loss_terms",
 ]
@@ -125,6 +126,19 @@ def kl_loss(*, behaviour_logits: Any, logits: Any) -> tf.Tensor:
         return tf.reduce_sum(tf.exp(log_mu) * (log_mu - log_pi))
 
 
+def batch_mean(x: Any) -> tf.Tensor:
+    """The mean of `x` over the whole batch: every replica's shard when called inside a
+    replicated step (shards are equal-sized, so it is the mean of their means), else `x`'s own.
+
+    tf.distribute directly, not impala_rep.learner's all_reduce: the core imports no other
+    layer, and outside a strategy (one replica) this is the plain mean."""
+    mean = tf.reduce_mean(x)
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return mean
+    return context.all_reduce(tf.distribute.ReduceOp.MEAN, mean)
+
+
 def normalized_advantages(*, advantages: Any, epsilon: float = 1e-8) -> tf.Tensor:
     """``(A - mean) / (std + epsilon)`` over the whole batch, gradient-stopped.
 
@@ -146,17 +160,6 @@ def normalized_advantages(*, advantages: Any, epsilon: float = 1e-8) -> tf.Tenso
     with tf.name_scope("normalized_advantages"):
         advantages = tf.stop_gradient(float_tensor(advantages))
         assert_shape("advantages", advantages, ("T", "B"))
-        # tf.distribute directly, not impala_rep.learner's all_reduce: the core imports no
-        # other layer, and outside a strategy (one replica) this is the plain batch mean.
-        context = tf.distribute.get_replica_context()
-
-        def batch_mean(x):
-            # A mean over equal shards is the mean of the shards' means.
-            mean = tf.reduce_mean(x)
-            if context is None or context.num_replicas_in_sync == 1:
-                return mean
-            return context.all_reduce(tf.distribute.ReduceOp.MEAN, mean)
-
         mean = batch_mean(advantages)
         # Two passes (mean, then squared deviations) rather than E[A²] - mean², which
         # loses float32 precision when the mean is large against the spread.

@@ -4,7 +4,7 @@ The device count is fixed when TensorFlow initialises, so tests/test_loss_fn.py 
 `python loss_fn_worker.py N CASE` in a fresh process and compares what it prints with
 the same case on one device in the test process (`run_case` is shared). Nothing here
 asserts. Cases (`CASES`): the custom-agent example's batch-norm agent with its
-L2-regularised loss, and the RND example's agent with its bonus-rewarded loss.
+L2-regularised loss, and the MLP agent with RND's networks and bonus (impala_rep/rnd.py).
 """
 
 import functools
@@ -30,16 +30,26 @@ def _custom_agent():
     return make_agent, functools.partial(l2_regularised_loss, l2_cost=0.1), (4,), 2, 0.5
 
 
-def _rnd_exploration():
-    from rnd_exploration import make_agent, rnd_loss
+def _make_rnd_agent(*, observation_shape, num_actions):
+    from impala_rep import MLPAgent
+    from impala_rep.observation_scaling import bounds_normalization
+    from impala_rep.rnd import RNDAgent
 
-    # MountainCar's two observations (make_agent scales them with its bounds: random ones
-    # become large, so the weights start smaller); a large bonus weight, so that
-    # standardising it per replica instead of globally would show.
-    return make_agent, functools.partial(rnd_loss, intrinsic_cost=0.5), (2,), 3, 0.05
+    # MountainCar's declared bounds: random observations become large, so the weights
+    # start smaller.
+    normalization = bounds_normalization((-1.2, -0.07), (0.6, 0.07))
+    return RNDAgent(MLPAgent(num_actions=num_actions, observation_normalization=normalization),
+                    observation_normalization=normalization)
 
 
-CASES = {"custom_agent": _custom_agent, "rnd_exploration": _rnd_exploration}
+def _rnd():
+    from impala_rep.rnd import rnd_loss_fn
+
+    # A large bonus weight, so that centring it per replica instead of globally would show.
+    return _make_rnd_agent, functools.partial(rnd_loss_fn, rnd_cost=0.5), (2,), 3, 0.05
+
+
+CASES = {"custom_agent": _custom_agent, "rnd": _rnd}
 
 
 def run_case(replicator, case="custom_agent"):
@@ -54,10 +64,13 @@ def run_case(replicator, case="custom_agent"):
                       optimizer=OptimizerConfig(max_grad_norm=None),
                       make_optimizer=lambda: tf.keras.optimizers.SGD(0.02), loss_fn=loss_fn)
     rng = np.random.default_rng(1)
+    # Every trainable variable, the ones the learner does not publish (RND's predictor) too:
+    # Keras' own initial values differ between processes.
     trainable = len(learner.agent.trainable_variables)
-    initial = [rng.normal(scale=weight_scale, size=w.shape).astype(np.float32) if i < trainable else w
-               for i, w in enumerate(learner.agent.get_weights())]
-    learner.agent.set_weights(initial)
+    initial = [rng.normal(scale=weight_scale, size=v.shape).astype(np.float32)
+               for v in learner.agent.trainable_variables]
+    for variable, value in zip(learner.agent.trainable_variables, initial):
+        variable.assign(value)
     metrics = [learner.step(random_unroll(T=T, B=B, obs_size=observation_shape[0],
                                           num_actions=num_actions, seed=seed))
                for seed in range(STEPS)]
@@ -67,6 +80,8 @@ def run_case(replicator, case="custom_agent"):
         # trainable weights, then any non-trainable state the agent publishes (batch norm's
         # moving mean and variance)
         "weights": [w.tolist() for w in learner.get_weights()[1]],
+        # what stays in the learner (RND's predictor): trained, checkpointed, not published
+        "unpublished": [v.numpy().tolist() for v in getattr(learner.agent, "predictor_variables", ())],
         "num_trainable": trainable,
         "metrics": metrics,
     }

@@ -72,6 +72,9 @@ def test_demo_trains_replicated_and_matches_one_device():
          "bad ray_address 'auto': the local launcher starts no Ray"),
         (["train", "--report-every", "0"], "bad report_every 0.0: must be a positive number"),
         (["train", "--preset", "pong"], "argument --preset: invalid choice: 'pong'"),
+        (["train", "--rnd-cost", "-1"], "bad rnd_cost -1.0: must be >= 0"),
+        (["train", "--env", "MinAtar/Breakout-v1", "--rnd-cost", "1", "--logdir", "{tmp}/run"],
+         "bad rnd_cost 1.0: the novelty bonus needs vector observations, got shape (10, 10, 4)"),
     ],
 )
 def test_train_and_plot_misuse_exit_2(args, message, tmp_path, capsys):
@@ -187,6 +190,8 @@ def _fake_run(path, **changes):
                                           "trained with hidden_sizes (64, 64)"),
         ("run", ["--optimizer", "adam"], "cannot resume with optimizer 'adam': the checkpoint was "
                                          "trained with optimizer 'rmsprop'"),
+        ("run", ["--rnd-cost", "100"], "cannot resume with rnd_cost 100.0: the checkpoint was "
+                                       "trained with rnd_cost 0.0, and the novelty bonus cannot"),
         ("run", ["--preset", "atari"], "--preset cannot be combined with --resume"),
         ("run", ["--logdir", "{tmp}/other"], "differs from --resume"),
         ("run", ["--num-actors", "0"], "expected a positive integer, got 0"),

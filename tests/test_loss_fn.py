@@ -134,10 +134,13 @@ def test_custom_loss_and_cross_replica_batch_norm_two_replicas_equal_one(replica
             assert m2[key] == pytest.approx(m1[key], rel=1e-4, abs=1e-5), key
 
 
-def test_the_rnd_example_two_replicas_equal_one(replicator):
-    """examples/rnd_exploration.py centres its bonus on the global batch's mean (all
-    replicas' shards), so 2 replicas update as 1 does, the predictor included."""
-    two, one = _two_replicas_and_one(replicator, "rnd_exploration")
+def test_rnd_two_replicas_equal_one(replicator):
+    """RND's bonus is centred on the global batch's mean (all replicas' shards), so 2
+    replicas update as 1 does, the predictor included (impala_rep/rnd.py)."""
+    two, one = _two_replicas_and_one(replicator, "rnd")
+    assert one["unpublished"]
+    for p2, p1 in zip(two["unpublished"], one["unpublished"]):
+        np.testing.assert_allclose(p2, p1, rtol=1e-5, atol=1e-5)
     for m2, m1 in zip(two["metrics"], one["metrics"]):
         for key in set(m1) - {"value_explained_variance"}:  # a per-shard ratio
             assert m2[key] == pytest.approx(m1[key], rel=1e-4, abs=1e-5), key

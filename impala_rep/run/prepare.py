@@ -12,6 +12,7 @@ what is allowed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import pathlib
 from typing import Any, Callable
@@ -20,7 +21,7 @@ from impala_rep.config import AgentConfig, TrainConfig
 from impala_rep.run.errors import SetupError
 
 __all__ = ["RunPlan", "prepare", "check_logdir", "default_agent_factory", "agent_factory_for",
-           "resolve_auto_settings"]
+           "resolve_auto_settings", "with_rnd"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +60,40 @@ def agent_factory_for(config: TrainConfig, env_spec, *,
     factory, _ = resolve_agent_and_loss(
         agent_spec=config.agent.factory, loss_spec=None, agent=agent, loss=None,
         observation_shape=env_spec.observation_shape, num_actions=env_spec.num_actions)
-    return factory if factory is not None else _builtin_agent_factory(config, env_spec)
+    factory = factory if factory is not None else _builtin_agent_factory(config, env_spec)
+    return with_rnd(config, env_spec, factory, None)[0]
+
+
+def with_rnd(config: TrainConfig, env_spec, agent_factory: Callable[[], Any],
+             loss: Callable[..., Any] | None) -> tuple[Callable[[], Any], Callable[..., Any] | None]:
+    """The agent factory and loss with random network distillation's networks and bonus
+    (`impala_rep.rnd`) when `config.loss.rnd_cost` > 0, else both unchanged. Picklable,
+    and TensorFlow-free until built or called (the driver imports no TensorFlow)."""
+    cost = config.loss.rnd_cost
+    if not cost:
+        return agent_factory, loss
+    if len(env_spec.observation_shape) != 1:
+        raise ValueError(f"bad rnd_cost {cost}: the novelty bonus needs vector observations, "
+                         f"got shape {tuple(env_spec.observation_shape)}; use 0 (off) on images")
+    # The predictor sees what the built-in MLP sees: the declared bounds mapped onto [-1, 1].
+    from impala_rep.observation_scaling import bounds_normalization
+
+    bounds = env_spec.observation_bounds
+    normalization = None if bounds is None else bounds_normalization(*bounds)
+    return (functools.partial(_rnd_agent, policy=agent_factory, observation_normalization=normalization),
+            functools.partial(_rnd_loss, rnd_cost=float(cost), base_loss=loss))
+
+
+def _rnd_agent(*, policy: Callable[[], Any], observation_normalization) -> Any:
+    from impala_rep.rnd import RNDAgent
+
+    return RNDAgent(policy(), observation_normalization=observation_normalization)
+
+
+def _rnd_loss(**kwargs: Any) -> Any:
+    from impala_rep.rnd import rnd_loss_fn
+
+    return rnd_loss_fn(**kwargs)
 
 
 def _builtin_agent_factory(config: TrainConfig, env_spec) -> Callable[[], Any]:
@@ -155,6 +189,7 @@ def prepare(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
                             observation_shape=env_spec.observation_shape,
                             observation_dtype=env_spec.observation_dtype,
                             num_actions=env_spec.num_actions, config=config.loss)
+        agent_factory, loss = with_rnd(config, env_spec, agent_factory, loss)
     except ValueError as err:
         raise SetupError(str(err)) from None
     return RunPlan(config=config, observation_shape=tuple(env_spec.observation_shape),

@@ -71,12 +71,19 @@ def checkpoint_step(logdir: str) -> int:
 
 
 def resumed_config(saved: TrainConfig, changes: Mapping[str, Any]) -> TrainConfig:
-    """`saved` with `changes` ({key: value}) applied; ValueError if a locked key would change."""
+    """`saved` with `changes` ({key: value}) applied; ValueError if a locked key would change,
+    or random network distillation would be turned on or off."""
     for key in LOCKED_KEYS:
         if key in changes and changes[key] != saved.get(key):
             raise ValueError(
                 f"cannot resume with {key} {changes[key]!r}: the checkpoint was trained with "
                 f"{key} {saved.get(key)!r}, and {', '.join(LOCKED_KEYS)} cannot change on resume")
+    # RND's networks are in the checkpoint only when it is on; its weight may change.
+    if "rnd_cost" in changes and bool(changes["rnd_cost"]) != bool(saved.get("rnd_cost")):
+        raise ValueError(
+            f"cannot resume with rnd_cost {changes['rnd_cost']!r}: the checkpoint was trained with "
+            f"rnd_cost {saved.get('rnd_cost')!r}, and the novelty bonus cannot be turned on or off "
+            "on resume (its weight may change)")
     return saved.replace(changes)
 
 
@@ -85,4 +92,4 @@ def check_resumable(config: TrainConfig) -> None:
     if config.run.logdir is None:
         raise ValueError("resuming needs the run's logdir; got none")
     saved = load_run_config(config.run.logdir)
-    resumed_config(saved, {key: config.get(key) for key in LOCKED_KEYS})
+    resumed_config(saved, {key: config.get(key) for key in (*LOCKED_KEYS, "rnd_cost")})

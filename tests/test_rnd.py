@@ -1,0 +1,127 @@
+"""Random network distillation (`--rnd-cost`, impala_rep/rnd.py): the bonus against numpy,
+a learner step against a manual update, and the option through the train command."""
+
+import json
+import math
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from manual_update import manual_impala_loss
+from random_unrolls import random_unroll
+
+from impala_rep import Learner, LossConfig, MLPAgent, OptimizerConfig, Replicator
+from impala_rep.rnd import RNDAgent, novelty_bonus, rnd_loss_fn
+
+T, B, A, OBS = 5, 4, 3, 2
+COST = 0.5
+NORMALIZATION = ((0.0, 0.0), (1.0, 0.1))
+
+
+def _agent():
+    return RNDAgent(MLPAgent(num_actions=A, observation_normalization=NORMALIZATION),
+                    observation_normalization=NORMALIZATION)
+
+
+def test_the_bonus_is_the_novelty_centred_on_the_batch_mean_and_zero_where_an_episode_ended():
+    rng = np.random.default_rng(0)
+    novelty = rng.uniform(size=(T, B)).astype(np.float32)
+    ended = rng.uniform(size=(T, B)) < 0.3
+    assert ended.any() and not ended.all()
+    expected = np.where(ended, 0.0, novelty - novelty.mean())  # the mean over every step
+    got = novelty_bonus(novelty=tf.constant(novelty), ended=tf.constant(ended)).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
+    with pytest.raises(ValueError, match="ended"):
+        novelty_bonus(novelty=tf.constant(novelty), ended=tf.constant(ended[:-1]))
+
+
+def test_the_target_is_the_same_random_network_in_every_process():
+    # Actors, learner and a resumed learner each build their own copy.
+    first, second = _agent(), _agent()
+    first.build((OBS,))
+    second.build((OBS,))
+    assert first.non_trainable_variables  # the target exists, apart from the trained weights
+    for a, b in zip(first.non_trainable_variables, second.non_trainable_variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert not set(map(id, first.non_trainable_variables)) & set(map(id, first.trainable_variables))
+
+
+def test_a_learner_step_is_sgd_on_the_bonus_rewarded_impala_loss_plus_the_predictor_error():
+    lr = 0.01
+    learner = Learner(agent=_agent(), replicator=Replicator("cpu"), observation_shape=(OBS,),
+                      total_steps=10, optimizer=OptimizerConfig(max_grad_norm=None),
+                      make_optimizer=lambda: tf.keras.optimizers.SGD(lr),
+                      loss_fn=lambda **kw: rnd_loss_fn(rnd_cost=COST, **kw))
+    batch = random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=5)
+    before = [v.numpy() for v in learner.agent.trainable_variables]
+    # Actors get the policy's weights alone: the predictor stays in the learner.
+    _, published = learner.get_weights()
+    assert len(published) == len(learner.agent.policy.trainable_variables) < len(before)
+
+    # By hand: the predictor's error on each next observation, centred on the batch's mean
+    # with numpy, added to the rewards; the predictor's summed error added to the loss.
+    agent = _agent()
+    agent.build((OBS,))
+    for variable, value in zip(agent.trainable_variables, before):
+        variable.assign(value)
+    following = tf.constant(batch.observations[1:].reshape(T * B, OBS))
+    error = agent.novelty(following).numpy().reshape(T, B)
+    bonus = COST * (error - error.mean())
+    bonus[batch.first[1:]] = 0.0  # a step that ended an episode: obs[t+1] is the next one's
+    assert batch.first[1:].any() and not batch.first[1:].all()
+    rewarded = batch._replace(rewards=(batch.rewards + bonus).astype(np.float32))
+    with tf.GradientTape() as tape:
+        loss = manual_impala_loss(agent, rewarded, LossConfig()) + tf.reduce_sum(agent.novelty(following))
+    grads = tape.gradient(loss, agent.trainable_variables)
+
+    metrics = learner.step(batch)
+
+    after = [v.numpy() for v in learner.agent.trainable_variables]
+    for w0, w1, g in zip(before, after, grads):
+        np.testing.assert_allclose(w1, w0 - lr * g.numpy(), rtol=1e-4, atol=1e-6)
+    predictor = len(learner.agent.predictor_variables)
+    assert max(np.abs(w1 - w0).max() for w0, w1 in zip(before[-predictor:], after[-predictor:])) > 0
+    assert metrics["rnd_novelty"] == pytest.approx(error.mean(), rel=1e-5)
+    assert metrics["rnd_bonus_rms"] == pytest.approx(np.sqrt(np.mean(bonus ** 2)), rel=1e-4)
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "impala_rep", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_rnd_cost_trains_resumes_and_evaluates_through_the_commands(tmp_path):
+    run = tmp_path / "run"
+    common = ["--launcher", "local", "--num-actors", "1", "--envs-per-actor", "8", "--batch-size", "8"]
+    proc = _cli("train", "--env", "MountainCar-v0", "--total-frames", "6400", "--rnd-cost", "100",
+                *common, "--logdir", str(run))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads((run / "config.json").read_text())["loss"]["rnd_cost"] == 100.0
+    first = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert math.isfinite(first[-1]["rnd_novelty"]) and first[-1]["rnd_novelty"] > 0, first[-1]
+    assert first[-1]["rnd_bonus_rms"] > 0
+    # The predictor and the target come back from the checkpoint: a resumed run and a greedy
+    # evaluation build the same agent (a mismatch fails to restore).
+    proc = _cli("train", "--resume", str(run), "--total-frames", "9600")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])["frames"] >= 9600
+    proc = _cli("evaluate", str(run), "--episodes", "2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "greedy policy, 2 episodes" in proc.stdout
+
+
+def test_rnd_cost_wraps_the_users_agent_and_loss(tmp_path):
+    """The bonus goes beside any agent and into any loss: the custom-agent example's
+    batch-norm agent and L2-regularised loss train with it (their own metric and RND's)."""
+    example = pathlib.Path(__file__).resolve().parents[1] / "examples" / "custom_agent.py"
+    run = tmp_path / "run"
+    proc = _cli("train", "--env", "CartPole-v1", "--total-frames", "6400", "--rnd-cost", "10",
+                "--agent", f"{example}:make_agent", "--loss", f"{example}:l2_regularised_loss",
+                "--launcher", "local", "--num-actors", "1", "--envs-per-actor", "8",
+                "--batch-size", "8", "--logdir", str(run))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
+    assert last["l2_loss"] > 0 and last["rnd_novelty"] > 0, last
