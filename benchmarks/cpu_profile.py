@@ -1,7 +1,7 @@
 """CPU profile: what the work costs alone, and where a training run's CPU goes.
 
     .venv/bin/python benchmarks/cpu_profile.py [--frames 2000000] [--env CartPole-v1]
-        [--out runs/benchmarks/cpu_profile.json] [-- TRAIN FLAGS ...]
+        [--out runs/benchmarks/cpu_profile.json] [--work-only] [-- TRAIN FLAGS ...]
 
 Part 1, the work alone, in this process, TensorFlow on one thread, with the run's own
 settings (default flags plus any after `--`): stepping the env (`envs_per_actor` envs,
@@ -9,7 +9,8 @@ random actions), one compiled policy call for those envs (the actor's own), one 
 `Actor.unroll` (env, policy and the actor's bookkeeping), and one `Learner.step` on a
 `T x B` batch from that actor, counted `passes` times per batch. CPU microseconds per env
 frame each; env + policy + learner is **the work per frame**, and the **ceiling** is the
-frames/s the machine's cores would give if they did only that.
+frames/s the machine's cores would give if they did only that. `--work-only` stops here
+(what a flag such as `--rnd-cost` adds to the work, with no training run).
 
 Part 2, a real run: `impala-rep train --env ENV --total-frames FRAMES` (embedded Ray), as a
 user runs it. Every process of its tree is read from /proc twice a second: CPU seconds by
@@ -95,7 +96,7 @@ def work_costs(config, seconds: float) -> dict[str, float]:
     learner = Learner(agent=plan.agent_factory(), replicator=Replicator(config.learner.devices),
                       observation_shape=plan.observation_shape,
                       total_steps=config.total_learner_steps(skip), loss=config.loss,
-                      optimizer=config.optimizer)
+                      optimizer=config.optimizer, loss_fn=plan.loss_fn)  # the run's loss (--loss, --rnd-cost)
     batch = slice_columns(unroll, 0, b) if num_envs >= b else unroll
     step_us = _cpu_us_per_frame(lambda: learner.step(batch), batch.actions.shape[1] * t * skip,
                                 seconds)
@@ -217,12 +218,21 @@ def main() -> int:
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--seconds", type=float, default=10.0, help="per work measurement")
     parser.add_argument("--out", default="runs/benchmarks/cpu_profile.json")
+    parser.add_argument("--work-only", action="store_true",
+                        help="measure the work alone, no training run (e.g. what a flag adds to "
+                             "the learner's step)")
     parser.add_argument("train_flags", nargs="*", metavar="-- TRAIN FLAGS")
     args = parser.parse_args()
     from impala_rep.run.cli import config_from_args, parse_args  # `impala-rep train`'s flags
 
     argv = ["--env", args.env, "--total-frames", str(args.frames), *args.train_flags]
     config = config_from_args(parse_args(["train", *argv]))
+    if args.work_only:
+        work = work_costs(config, args.seconds)
+        print(table(["work, CPU µs per env frame", "value"], [(k, f"{v:.2f}") for k, v in work.items()]))
+        write_json(args.out, {"benchmark": "cpu_profile", "argv": argv, "machine": machine(),
+                              "work": work})
+        return 0
     # The run first, while this process has imported nothing heavy; the work after.
     logdir = pathlib.Path(tempfile.mkdtemp(prefix="cpu-profile-")) / "run"
     startup = startup_costs()
