@@ -216,10 +216,19 @@ def draw(results: dict[str, list[dict]], path: pathlib.Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 3.6), squeeze=False)
+    # Merged labels (settings) get a colour each and seeds a line style, so one figure
+    # compares settings; a single label keeps one colour per seed.
+    labels = sorted({run.get("label") for runs in results.values() for run in runs} - {None})
+    seeds = sorted({run["seed"] for runs in results.values() for run in runs})
     for ax, (name, runs) in zip(axes[0], results.items()):
         for run in runs:
             frames, returns = zip(*run["curve"]) if run["curve"] else ((), ())
-            ax.plot(frames, returns, label=f"seed {run['seed']}")
+            if len(labels) > 1:
+                ax.plot(frames, returns, label=f"{run.get('label')}, seed {run['seed']}",
+                        color=f"C{labels.index(run.get('label')) % 10}",
+                        linestyle=("-", "--", ":", "-.")[seeds.index(run["seed"]) % 4])
+            else:
+                ax.plot(frames, returns, label=f"seed {run['seed']}")
         ax.axhline(TASKS[name].threshold, color="grey", linestyle="--", linewidth=1)
         ax.set(title=TASKS[name].env, xlabel="env frames", ylabel="mean return (last 100 episodes)")
         ax.grid(alpha=0.3)
@@ -250,6 +259,7 @@ def main() -> None:
     for label in args.merge or ():
         for name, runs in json.loads((out / f"{label}.json").read_text())["results"].items():
             for run in runs:  # files written before late_return was recorded
+                run.setdefault("label", label)
                 run.setdefault("late_return", late_return(run["curve"], run["frames"]))
                 run.setdefault("logdir", str(out / label / f"{name}-s{run['seed']}"))
                 if args.evaluate and run.get("greedy_return") is None:
@@ -265,6 +275,7 @@ def main() -> None:
             print(f"{name} seed {seed}: {task.env}, {task.frames:,} frames ...", flush=True)
             run = run_one(task, seed, logdir, extra)
             run["logdir"] = str(logdir)
+            run["label"] = args.label
             if not args.no_evaluate:
                 run.update(evaluate(logdir))
             results.setdefault(name, []).append(run)
