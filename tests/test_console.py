@@ -104,4 +104,3 @@ def test_the_last_report_past_the_total_reads_as_done():
          "learner_fps": 6_500.0, "episode_return_mean": 43.0, "policy_lag_mean": 128.0})
     line = out.getvalue()
     assert line.startswith("[100.0%] frames     20,480/20,000") and line.rstrip().endswith("ETA     0s")
-
