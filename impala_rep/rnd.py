@@ -8,7 +8,8 @@ run's agent in an `RNDAgent` and its loss in `rnd_loss_fn`. Vector observations 
   observations: a *target*, random and fixed (seeded, so every process and a resumed
   learner hold the same one; checkpointed as non-trainable state), and a *predictor*
   trained to match it. The predictor's error is large on observations unlike those it
-  was trained on. Only the learner uses them: the actors' weights stay the agent's own.
+  was trained on. Only the learner uses them: actors build them with the agent (two small
+  MLPs) but never run them, and receive the agent's own weights.
 - `novelty_bonus` turns the errors on each next observation into rewards: centred on
   the whole batch's mean (every replica's shard), so it steers towards novel states
   without paying for longer or shorter episodes; not divided by its spread, so it fades
@@ -139,6 +140,10 @@ def rnd_loss_fn(*, rnd_cost: float, base_loss: Callable[..., LossOutput] | None 
     error, and the root mean square of the weighted bonus: how hard it steers)."""
     base_loss = impala_loss_fn if base_loss is None else base_loss
     observations = tf.convert_to_tensor(inputs.observation)
+    dims: dict = {}
+    assert_shape("actions", actions, ("T", "B"), dims=dims)
+    assert_shape("inputs.observation", observations, ("T+1", "B", *[None] * (observations.shape.rank - 2)),
+                 dims=dims)
     t, b = tf.shape(actions)[0], tf.shape(actions)[1]
     following = tf.reshape(observations[1:], tf.concat([[t * b], tf.shape(observations)[2:]], 0))
     error = tf.reshape(agent.novelty(following), [t, b])

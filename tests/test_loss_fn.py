@@ -138,7 +138,7 @@ def test_rnd_two_replicas_equal_one(replicator):
     """RND's bonus is centred on the global batch's mean (all replicas' shards), so 2
     replicas update as 1 does, the predictor included (impala_rep/rnd.py)."""
     two, one = _two_replicas_and_one(replicator, "rnd")
-    assert one["unpublished"]
+    assert one["unpublished"] and len(two["unpublished"]) == len(one["unpublished"])
     for p2, p1 in zip(two["unpublished"], one["unpublished"]):
         np.testing.assert_allclose(p2, p1, rtol=1e-5, atol=1e-5)
     for m2, m1 in zip(two["metrics"], one["metrics"]):

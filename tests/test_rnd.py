@@ -107,7 +107,10 @@ def test_rnd_cost_trains_resumes_and_evaluates_through_the_commands(tmp_path):
     # evaluation build the same agent (a mismatch fails to restore).
     proc = _cli("train", "--resume", str(run), "--total-frames", "9600")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])["frames"] >= 9600
+    resumed = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()[len(first):]]
+    assert resumed and resumed[-1]["frames"] >= 9600
+    trained = [r for r in resumed if r.get("loss") is not None]
+    assert trained and all(r["rnd_novelty"] > 0 for r in trained), resumed  # still with RND
     proc = _cli("evaluate", str(run), "--episodes", "2")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "greedy policy, 2 episodes" in proc.stdout
@@ -125,3 +128,24 @@ def test_rnd_cost_wraps_the_users_agent_and_loss(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
     assert last["l2_loss"] > 0 and last["rnd_novelty"] > 0, last
+
+
+def test_the_wrapped_agent_and_loss_pickle_without_tensorflow():
+    """The driver imports no TensorFlow, and Ray pickles the agent factory and the loss to
+    the learner and actor processes: `with_rnd`'s wrappers must be both."""
+    code = """
+import pickle, sys
+from impala_rep.config import TrainConfig
+from impala_rep.envs.factory import describe_env
+from impala_rep.run.prepare import agent_factory_for, with_rnd
+config = TrainConfig.from_keys({"env": "MountainCar-v0", "rnd_cost": 10.0})
+spec = describe_env("MountainCar-v0")
+agent, loss = with_rnd(config, spec, agent_factory=agent_factory_for(config.replace({"rnd_cost": 0.0}), spec),
+                       loss=None)
+agent, loss = pickle.loads(pickle.dumps((agent, loss)))
+assert "tensorflow" not in sys.modules, "the driver imported TensorFlow"
+print(type(agent()).__name__, agent().policy.num_actions)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["RNDAgent", "3"]

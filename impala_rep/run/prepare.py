@@ -61,10 +61,10 @@ def agent_factory_for(config: TrainConfig, env_spec, *,
         agent_spec=config.agent.factory, loss_spec=None, agent=agent, loss=None,
         observation_shape=env_spec.observation_shape, num_actions=env_spec.num_actions)
     factory = factory if factory is not None else _builtin_agent_factory(config, env_spec)
-    return with_rnd(config, env_spec, factory, None)[0]
+    return with_rnd(config, env_spec, agent_factory=factory, loss=None)[0]
 
 
-def with_rnd(config: TrainConfig, env_spec, agent_factory: Callable[[], Any],
+def with_rnd(config: TrainConfig, env_spec, *, agent_factory: Callable[[], Any],
              loss: Callable[..., Any] | None) -> tuple[Callable[[], Any], Callable[..., Any] | None]:
     """The agent factory and loss with random network distillation's networks and bonus
     (`impala_rep.rnd`) when `config.loss.rnd_cost` > 0, else both unchanged. Picklable,
@@ -75,7 +75,8 @@ def with_rnd(config: TrainConfig, env_spec, agent_factory: Callable[[], Any],
     if len(env_spec.observation_shape) != 1:
         raise ValueError(f"bad rnd_cost {cost}: the novelty bonus needs vector observations, "
                          f"got shape {tuple(env_spec.observation_shape)}; use 0 (off) on images")
-    # The predictor sees what the built-in MLP sees: the declared bounds mapped onto [-1, 1].
+    # The networks see the declared bounds mapped onto [-1, 1] whatever the agent does (a user's
+    # agent, --no-scale-observations): MountainCar's velocity (+-0.07) would barely move them raw.
     from impala_rep.observation_scaling import bounds_normalization
 
     bounds = env_spec.observation_bounds
@@ -189,7 +190,7 @@ def prepare(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
                             observation_shape=env_spec.observation_shape,
                             observation_dtype=env_spec.observation_dtype,
                             num_actions=env_spec.num_actions, config=config.loss)
-        agent_factory, loss = with_rnd(config, env_spec, agent_factory, loss)
+        agent_factory, loss = with_rnd(config, env_spec, agent_factory=agent_factory, loss=loss)
     except ValueError as err:
         raise SetupError(str(err)) from None
     return RunPlan(config=config, observation_shape=tuple(env_spec.observation_shape),

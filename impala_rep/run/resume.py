@@ -7,7 +7,8 @@ change under a checkpoint (`LOCKED_KEYS`: the environment and the whole
 which slot variables the checkpoint holds). Everything
 else may: actor count, learner devices and hosts (the checkpoint restores onto
 any replica count), total frames (the learning-rate schedule then decays over
-the new total from the restored step), costs. TensorFlow-free, so the CLI
+the new total from the restored step), costs (RND's weight too, but not RND on or off:
+its networks are in the checkpoint only when it is on). TensorFlow-free, so the CLI
 checks all of this before anything starts.
 """
 
