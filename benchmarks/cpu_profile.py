@@ -217,12 +217,16 @@ def main() -> int:
     parser.add_argument("--frames", type=int, default=2_000_000)
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--seconds", type=float, default=10.0, help="per work measurement")
-    parser.add_argument("--out", default="runs/benchmarks/cpu_profile.json")
+    parser.add_argument("--out", default=None, help="default: runs/benchmarks/cpu_profile.json, "
+                        "or cpu_profile_work.json with --work-only (projection.py reads only "
+                        "the former)")
     parser.add_argument("--work-only", action="store_true",
                         help="measure the work alone, no training run (e.g. what a flag adds to "
                              "the learner's step)")
     parser.add_argument("train_flags", nargs="*", metavar="-- TRAIN FLAGS")
     args = parser.parse_args()
+    out = args.out or ("runs/benchmarks/cpu_profile_work.json" if args.work_only
+                       else "runs/benchmarks/cpu_profile.json")
     from impala_rep.run.cli import config_from_args, parse_args  # `impala-rep train`'s flags
 
     argv = ["--env", args.env, "--total-frames", str(args.frames), *args.train_flags]
@@ -230,8 +234,8 @@ def main() -> int:
     if args.work_only:
         work = work_costs(config, args.seconds)
         print(table(["work, CPU µs per env frame", "value"], [(k, f"{v:.2f}") for k, v in work.items()]))
-        write_json(args.out, {"benchmark": "cpu_profile", "argv": argv, "machine": machine(),
-                              "work": work})
+        write_json(out, {"benchmark": "cpu_profile", "argv": argv, "machine": machine(),
+                         "work": work})
         return 0
     # The run first, while this process has imported nothing heavy; the work after.
     logdir = pathlib.Path(tempfile.mkdtemp(prefix="cpu-profile-")) / "run"
@@ -241,9 +245,9 @@ def main() -> int:
     cores = len(os.sched_getaffinity(0))
     rows = report(work, run, cores, startup)
     print(table(["measure", "value"], rows))
-    write_json(args.out, {"benchmark": "cpu_profile", "argv": argv, "machine": machine(),
-                          "work": work, "run": run, "startup": startup, "cores": cores,
-                          "rows": dict(rows)})
+    write_json(out, {"benchmark": "cpu_profile", "argv": argv, "machine": machine(),
+                     "work": work, "run": run, "startup": startup, "cores": cores,
+                     "rows": dict(rows)})
     return 0
 
 

@@ -216,16 +216,18 @@ def draw(results: dict[str, list[dict]], path: pathlib.Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 3.6), squeeze=False)
-    # Merged labels (settings) get a colour each and seeds a line style, so one figure
-    # compares settings; a single label keeps one colour per seed.
-    labels = sorted({run.get("label") for runs in results.values() for run in runs} - {None})
+    # Runs with different training flags (merged settings) get a colour per setting and a line
+    # style per seed, so one figure compares settings; one setting (e.g. merged seed batches)
+    # keeps a colour per seed.
+    settings = sorted({" ".join(run.get("train_flags", ())) for runs in results.values() for run in runs})
     seeds = sorted({run["seed"] for runs in results.values() for run in runs})
     for ax, (name, runs) in zip(axes[0], results.items()):
         for run in runs:
             frames, returns = zip(*run["curve"]) if run["curve"] else ((), ())
-            if len(labels) > 1:
-                ax.plot(frames, returns, label=f"{run.get('label')}, seed {run['seed']}",
-                        color=f"C{labels.index(run.get('label')) % 10}",
+            setting = " ".join(run.get("train_flags", ()))
+            if len(settings) > 1:
+                ax.plot(frames, returns, label=f"{setting or 'defaults'}, seed {run['seed']}",
+                        color=f"C{settings.index(setting) % 10}",
                         linestyle=("-", "--", ":", "-.")[seeds.index(run["seed"]) % 4])
             else:
                 ax.plot(frames, returns, label=f"seed {run['seed']}")
@@ -257,9 +259,10 @@ def main() -> None:
     out = pathlib.Path(args.out)
     results: dict[str, list[dict]] = {}
     for label in args.merge or ():
-        for name, runs in json.loads((out / f"{label}.json").read_text())["results"].items():
+        saved = json.loads((out / f"{label}.json").read_text())
+        for name, runs in saved["results"].items():
             for run in runs:  # files written before late_return was recorded
-                run.setdefault("label", label)
+                run.setdefault("train_flags", saved.get("train_flags", []))
                 run.setdefault("late_return", late_return(run["curve"], run["frames"]))
                 run.setdefault("logdir", str(out / label / f"{name}-s{run['seed']}"))
                 if args.evaluate and run.get("greedy_return") is None:
@@ -275,7 +278,7 @@ def main() -> None:
             print(f"{name} seed {seed}: {task.env}, {task.frames:,} frames ...", flush=True)
             run = run_one(task, seed, logdir, extra)
             run["logdir"] = str(logdir)
-            run["label"] = args.label
+            run["train_flags"] = extra
             if not args.no_evaluate:
                 run.update(evaluate(logdir))
             results.setdefault(name, []).append(run)
