@@ -132,9 +132,9 @@ def rnd_loss_fn(*, rnd_cost: float, base_loss: Callable[..., LossOutput] | None 
                 predictor_cost: float = 1.0, agent: RNDAgent, inputs: AgentInputs, actions: Any,
                 rewards: Any, **tensors: Any) -> LossOutput:
     """`base_loss` (None: `impala_loss_fn`; given `agent.policy`) on `rewards + rnd_cost *
-    novelty_bonus`, plus
-    `predictor_cost` times the predictor's squared error summed over the shard (a sum, as
-    IMPALA's terms are). Keywords as `impala_rep.loss_fn` documents; `agent` an `RNDAgent`.
+    novelty_bonus`, plus `predictor_cost` times the predictor's squared error summed over the
+    shard (a sum, as IMPALA's terms are). Keywords as `impala_rep.loss_fn` documents; `agent`
+    an `RNDAgent`.
 
     Metrics: `rnd_loss` (summed), `rnd_novelty` and `rnd_bonus_rms` (means: the predictor's
     error, and the root mean square of the weighted bonus: how hard it steers)."""

@@ -77,10 +77,7 @@ def with_rnd(config: TrainConfig, env_spec, *, agent_factory: Callable[[], Any],
                          f"got shape {tuple(env_spec.observation_shape)}; use 0 (off) on images")
     # The networks see the declared bounds mapped onto [-1, 1] whatever the agent does (a user's
     # agent, --no-scale-observations): MountainCar's velocity (+-0.07) would barely move them raw.
-    from impala_rep.observation_scaling import bounds_normalization
-
-    bounds = env_spec.observation_bounds
-    normalization = None if bounds is None else bounds_normalization(*bounds)
+    normalization = _declared_bounds_normalization(env_spec)
     return (functools.partial(_rnd_agent, policy=agent_factory, observation_normalization=normalization),
             functools.partial(_rnd_loss, rnd_cost=float(cost), base_loss=loss))
 
@@ -103,15 +100,21 @@ def _builtin_agent_factory(config: TrainConfig, env_spec) -> Callable[[], Any]:
 
 
 def _observation_normalization(config: TrainConfig, env_spec) -> Any:
-    """(mean, std) mapping the env's declared bounds onto [-1, 1] for the built-in MLP, when
-    `scale_observations`; None otherwise (images have their own scaling).
+    """The built-in MLP's input scaling: `_declared_bounds_normalization` when
+    `scale_observations`, else None."""
+    return _declared_bounds_normalization(env_spec) if config.agent.scale_observations else None
+
+
+def _declared_bounds_normalization(env_spec) -> Any:
+    """(mean, std) mapping the env's declared bounds onto [-1, 1]; None without bounds
+    (images have their own scaling).
 
     From the declared Box, not from stepping the env: nothing of the user's env runs in
     the driver (an env that crashes or hangs does so in an actor, where it is handled),
     and the numbers are the same in every process and on resume."""
     from impala_rep.observation_scaling import bounds_normalization
 
-    if not config.agent.scale_observations or env_spec.observation_bounds is None:
+    if env_spec.observation_bounds is None:
         return None
     return bounds_normalization(*env_spec.observation_bounds)
 
