@@ -235,8 +235,8 @@ def test_a_stopped_two_host_run_resumes_on_two_hosts_then_one_and_continues_its_
     logdir = tmp_path / "run"
     # Checkpoints every 0.5 s too: the hosts agree on a periodic save mid-run (the resumed runs
     # keep the setting). A batch is 16 unrolls (start_training's --batch-size) of 20 steps,
-    # 320 frames (160 from each host), each trained on 8 times: the totals below count in those.
-    unroll, passes = 20, 8
+    # 320 frames (160 from each host), each trained on 2 times: the totals below count in those.
+    unroll, passes = 20, 2
     batch_frames = 16 * unroll
     process = start_training(logdir, "--learner-hosts", "2", "--num-actors", "2", "--unroll-length",
                              str(unroll), "--passes", str(passes), "--checkpoint-every", "0.5")
@@ -261,7 +261,7 @@ def test_a_stopped_two_host_run_resumes_on_two_hosts_then_one_and_continues_its_
 
     # Only the flags given change the saved config: still 2 hosts, a new frame total.
     resumed = subprocess.run([sys.executable, "-m", "impala_rep", "train", "--resume", str(logdir),
-                              "--total-frames", str(frames + 8000)],
+                              "--total-frames", str(frames + 3200)],
                              capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"resumed from {logdir / 'checkpoints' / f'ckpt-{step}'} (learner step {step:,}, " \
@@ -270,26 +270,26 @@ def test_a_stopped_two_host_run_resumes_on_two_hosts_then_one_and_continues_its_
     after = records[records.index(stopped) + 1:]  # the stop's record is the checkpoint's: kept
     assert after[0]["learner_steps"] >= step and after[0]["frames"] >= frames
     assert after[0]["episodes"] >= stopped["episodes"]  # the hosts' shares add up to the total
-    # The run ends exactly at its total: the stop kept whole batches, and 8000 is 25 of them.
-    assert records[-1]["frames"] == frames + 8000
-    assert records[-1]["learner_steps"] == (frames + 8000) // batch_frames * passes
+    # The run ends exactly at its total: the stop kept whole batches, and 3200 is 10 of them.
+    assert records[-1]["frames"] == frames + 3200
+    assert records[-1]["learner_steps"] == (frames + 3200) // batch_frames * passes
     assert json.loads((logdir / "config.json").read_text())["learner"]["hosts"] == 2
 
     # And onto one host: the chief's checkpoint holds the whole run's counters, and does not
     # depend on the number of hosts.
     single = subprocess.run([sys.executable, "-m", "impala_rep", "train", "--resume", str(logdir),
-                             "--learner-hosts", "1", "--total-frames", str(frames + 16000)],
+                             "--learner-hosts", "1", "--total-frames", str(frames + 6400)],
                             capture_output=True, text=True, timeout=300)
     assert single.returncode == 0, single.stdout + single.stderr
     ended = records[-1]["learner_steps"]
     assert f"resumed from {logdir / 'checkpoints' / f'ckpt-{ended}'} (learner step {ended:,}, " \
-           f"{frames + 8000:,} frames)" in single.stdout
+           f"{frames + 3200:,} frames)" in single.stdout
     more = read_metrics(logdir)
     third = more[len(records):]
-    assert third[0]["learner_steps"] >= ended and third[0]["frames"] >= frames + 8000
+    assert third[0]["learner_steps"] >= ended and third[0]["frames"] >= frames + 3200
     assert third[0]["episodes"] >= records[-1]["episodes"]
-    assert more[-1]["frames"] == frames + 16000
-    assert more[-1]["learner_steps"] == (frames + 16000) // batch_frames * passes
+    assert more[-1]["frames"] == frames + 6400
+    assert more[-1]["learner_steps"] == (frames + 6400) // batch_frames * passes
     assert json.loads((logdir / "config.json").read_text())["learner"]["hosts"] == 1
 
 

@@ -24,13 +24,14 @@ def test_cartpole_learns_with_two_actors_and_two_replicas(local_ray, tmp_path, c
     logdir = tmp_path / "run"
     config = TrainConfig.from_keys(dict(env="CartPole-v1", num_actors=2, envs_per_actor=16,
                                         unroll_length=20, batch_size=32, learner_devices="cpu:2",
-                                        total_frames=200_000, seed=1, logdir=str(logdir),
+                                        total_frames=100_000, seed=1, logdir=str(logdir),
                                         report_every=1.0))
     result = train(config)
     out = capsys.readouterr().out
 
-    # It learned: clearly above a random policy (fixed seed; CartPole reaches
-    # 100+ within this budget in practice, the bar leaves a wide margin).
+    # It learned: clearly above a random policy (fixed seed; with the default 8 passes
+    # CartPole's 100-episode mean was 300-490 at 100k frames in 2026-11-27's runs of the
+    # learning suite, so the bar leaves a wide margin).
     assert result.episode_return_mean is not None
     assert result.episode_return_mean > 3 * RANDOM_POLICY_RETURN, result.episode_return_mean
     assert result.frames >= config.run.total_frames
