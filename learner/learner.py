@@ -104,6 +104,13 @@ class Learner:
         for name, value, cls in (("loss", loss, LossConfig), ("optimizer", optimizer, OptimizerConfig)):
             if not isinstance(value, cls):
                 raise TypeError(f"{name} must be an impala_rep.{cls.__name__}, got {type(value).__name__}")
+        # `train` applies rnd_cost by wrapping the agent and the loss (impala_rep.rnd); a plain
+        # agent here would train without the bonus the config asks for, silently.
+        if loss.rnd_cost and not callable(getattr(agent, "novelty", None)):
+            raise ValueError(f"bad rnd_cost {loss.rnd_cost}: a Learner does not add random network "
+                             "distillation itself; give it impala_rep.rnd.RNDAgent(agent) and "
+                             "loss_fn=functools.partial(impala_rep.rnd.rnd_loss_fn, rnd_cost=...), "
+                             "or use rnd_cost 0")
         self._agent = agent
         self._replicator = replicator
         self._loss_config = loss

@@ -49,6 +49,18 @@ def test_the_target_is_the_same_random_network_in_every_process():
     assert not set(map(id, first.non_trainable_variables)) & set(map(id, first.trainable_variables))
 
 
+def test_a_learner_given_rnd_cost_with_a_plain_agent_refuses_it():
+    # train() wraps the agent and loss; by hand, a plain agent would train without the bonus.
+    with pytest.raises(ValueError, match=r"bad rnd_cost 5.0: a Learner does not add random network "
+                                         r"distillation itself; give it impala_rep.rnd.RNDAgent"):
+        Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(8,)), replicator=Replicator("cpu"),
+                observation_shape=(OBS,), total_steps=1, loss=LossConfig(rnd_cost=5.0))
+    learner = Learner(agent=_agent(), replicator=Replicator("cpu"), observation_shape=(OBS,),
+                      total_steps=1, loss=LossConfig(rnd_cost=5.0),
+                      loss_fn=lambda **kw: rnd_loss_fn(rnd_cost=5.0, **kw))
+    assert learner.agent.predictor_variables
+
+
 def test_a_learner_step_is_sgd_on_the_bonus_rewarded_impala_loss_plus_the_predictor_error():
     lr = 0.01
     learner = Learner(agent=_agent(), replicator=Replicator("cpu"), observation_shape=(OBS,),
