@@ -20,8 +20,8 @@ import tensorflow as tf
 # bounds_normalization is re-exported: docs/api.md names it here, beside MLPAgent.
 from impala_rep.observation_scaling import bounds_normalization, observation_scaling  # noqa: F401
 
-__all__ = ["AgentOutput", "AgentInputs", "Agent", "MLPAgent", "layer_variables", "weights_of",
-           "assign_weights"]
+__all__ = ["AgentOutput", "AgentInputs", "Agent", "MLPAgent", "flat_observations", "layer_variables",
+           "weights_of", "assign_weights"]
 
 
 class AgentOutput(NamedTuple):
@@ -112,6 +112,16 @@ def assign_weights(variables: Sequence[tf.Variable], weights: Sequence[np.ndarra
         variable.assign(value)
 
 
+def flat_observations(observation: Any, scaling: tuple[Any, Any] | None = None) -> tf.Tensor:
+    """`[N, ...]` observations -> `[N, D]` float32, standardised by `scaling` (`(offset, scale)`
+    from `observation_scaling`, or None: unscaled): the MLP's inputs, and RND's networks'."""
+    x = tf.reshape(tf.cast(observation, tf.float32), [tf.shape(observation)[0], -1])
+    if scaling is None:
+        return x
+    offset, scale = scaling
+    return (x - offset) * scale
+
+
 class MLPAgent:
     """A feed-forward agent for vector observations: a shared MLP torso, policy and value heads.
 
@@ -143,10 +153,7 @@ class MLPAgent:
         self._forward(dummy)
 
     def _forward(self, observation: tf.Tensor) -> AgentOutput:
-        x = tf.reshape(tf.cast(observation, tf.float32), [tf.shape(observation)[0], -1])
-        if self._scaling is not None:
-            offset, scale = self._scaling
-            x = (x - offset) * scale
+        x = flat_observations(observation, self._scaling)
         for layer in self._torso:
             x = layer(x)
         return AgentOutput(self._policy(x), tf.squeeze(self._baseline(x), axis=-1))

@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from impala_rep.agent import AgentInputs
+from impala_rep.agent import AgentInputs, flat_observations
 from impala_rep.loss_fn import LossOutput, impala_loss_fn
 from impala_rep.losses import batch_mean
 from impala_rep.observation_scaling import observation_scaling
@@ -55,8 +55,8 @@ class RNDAgent:
     def __init__(self, policy: Any, *, observation_normalization=None):
         self.policy = policy
         self.num_actions = policy.num_actions
-        self._offset, self._scale = (observation_scaling(*observation_normalization)
-                                     if observation_normalization is not None else (0.0, 1.0))
+        self._scaling = (observation_scaling(*observation_normalization)
+                         if observation_normalization is not None else None)
         dense = tf.keras.layers.Dense
 
         def fixed(seed):  # the same random target in every process, and after a resume
@@ -83,9 +83,7 @@ class RNDAgent:
         return self.policy.unroll(inputs, state)
 
     def novelty(self, observations: Any) -> tf.Tensor:
-        x = tf.cast(observations, tf.float32)
-        x = tf.reshape(x, [tf.shape(x)[0], -1])
-        x = (x - self._offset) * self._scale
+        x = flat_observations(observations, self._scaling)
         target, prediction = x, x
         for layer in self._target:
             target = layer(target)
