@@ -196,10 +196,17 @@ class LossConfig:
     normalize_rewards: bool = _field(
         True, "divide rewards by the running standard deviation of the discounted return, "
               "measured by the actors (before any clipping)")
-    # MountainCar needed it (README, "Exploration"); vector observations only.
-    rnd_cost: float = _field(
-        0.0, "weight of random network distillation's novelty bonus, added to the (scaled) "
-             "rewards: exploration for tasks whose reward random play never finds; 0: off")
+    # Auto from 2026-11-27's measurements (README, "Exploration by default"): MountainCar
+    # learned only with it; gated to constant step costs, CartPole's, FrozenLake's and
+    # Blackjack's batches never see it (a bonus on every batch held CartPole below 475).
+    rnd_cost: float | None = _field(
+        None, "weight of random network distillation's novelty bonus, added to the (scaled) "
+              "rewards: exploration for tasks whose reward random play never finds; 0: off; "
+              "none (auto): 100 for vector observations, off for images", metavar="C")
+    rnd_step_costs_only: bool = _field(
+        True, "apply the novelty bonus only to batches whose rewards (episode ends aside) are one "
+              "constant cost per step, as MountainCar's and Acrobot's -1; other batches train "
+              "without it, and RND's networks are not run")
     reward_clipping: str = _field("none", "clip rewards to [-1, 1] in the learner (abs_one) "
                                              "or not (none)", choices=REWARD_CLIPPING)
     function: str | None = _field(
@@ -209,11 +216,11 @@ class LossConfig:
 
     def __post_init__(self):
         _numbers(self, ("discount", "lambda_"), lambda v: 0 <= v <= 1, "must be in [0, 1]")
-        _numbers(self, ("baseline_cost", "entropy_cost", "kl_cost", "rnd_cost"), lambda v: v >= 0,
-                 "must be >= 0")
+        _numbers(self, ("baseline_cost", "entropy_cost", "kl_cost"), lambda v: v >= 0, "must be >= 0")
+        _numbers(self, ("rnd_cost",), lambda v: v >= 0, "must be >= 0", optional=True)
         _numbers(self, ("clip_rho_threshold", "clip_pg_rho_threshold", "surrogate_clip"), lambda v: v > 0,
                  "must be > 0", optional=True)
-        _bools(self, "normalize_rewards")
+        _bools(self, "normalize_rewards", "rnd_step_costs_only")
         require(self.normalize_advantages is None or isinstance(self.normalize_advantages, bool),
                  "normalize_advantages", self.normalize_advantages, "must be True, False or None (auto)")
         require(self.reward_clipping in REWARD_CLIPPING, "reward_clipping", self.reward_clipping,

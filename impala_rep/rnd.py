@@ -1,7 +1,11 @@
 """Random network distillation (Burda et al. 2019): a novelty bonus beside any agent.
 
-`--rnd-cost C` (`LossConfig.rnd_cost`) turns it on; `impala_rep.run.prepare` wraps the
-run's agent in an `RNDAgent` and its loss in `rnd_loss_fn`. Vector observations only.
+`--rnd-cost C` (`LossConfig.rnd_cost`; auto: 100 for vector observations) turns it on;
+`impala_rep.run.prepare` wraps the run's agent in an `RNDAgent` and its loss in `rnd_loss_fn`.
+Vector observations only. By default (`--rnd-step-costs-only`) the bonus applies only to a batch
+whose rewards are one constant cost per step (`step_cost_batch`: MountainCar's, Acrobot's),
+where the task's reward says nothing until random play reaches the goal; elsewhere (CartPole's
+survival reward, rewards that vary) a bonus on every batch competed with the task.
 
 - `RNDAgent` composes the run's agent (built-in or the user's; acting, unrolling and the
   published weights are that agent's, unchanged) with two small networks on the same
@@ -38,7 +42,7 @@ from impala_rep.losses import batch_mean
 from impala_rep.observation_scaling import observation_scaling
 from impala_rep.shapes import assert_shape
 
-__all__ = ["RNDAgent", "novelty_bonus", "rnd_loss_fn", "FEATURES", "HIDDEN"]
+__all__ = ["RNDAgent", "novelty_bonus", "rnd_loss_fn", "step_cost_batch", "FEATURES", "HIDDEN"]
 
 FEATURES = 32   # the target's output width
 HIDDEN = 64     # both networks' two hidden layers
@@ -126,16 +130,41 @@ def novelty_bonus(*, novelty: Any, ended: Any) -> tf.Tensor:
     return tf.where(ended, tf.zeros_like(bonus), bonus)
 
 
+def step_cost_batch(*, rewards: Any, ended: Any) -> tf.Tensor:
+    """Scalar bool: every reward of the whole batch (every replica's shard), the steps that end
+    an episode aside, is one and the same negative number.
+
+    A constant cost per step (MountainCar's and Acrobot's -1) tells the agent nothing until an
+    episode ends in the goal, which random play rarely reaches: there the novelty bonus is what
+    steers. A survival reward (CartPole's +1), rewards that vary, or none (0) say otherwise.
+    `rewards` `[T, B]` as the env gave them (an unroll's `prev_rewards[1:]`), `ended` `[T, B]`."""
+    rewards = tf.convert_to_tensor(rewards, tf.float32)
+    dims: dict = {}
+    assert_shape("rewards", rewards, ("T", "B"), dims=dims)
+    assert_shape("ended", ended, ("T", "B"), dims=dims)
+    kept = 1.0 - tf.cast(ended, tf.float32)
+    count = batch_mean(kept)  # means over the whole batch: sums / its size
+    mean = batch_mean(rewards * kept) / tf.maximum(count, 1e-12)
+    spread = batch_mean(tf.abs(rewards - mean) * kept) / tf.maximum(count, 1e-12)
+    # A tolerance for the mean's rounding: the same float summed thousands of times.
+    return (count > 0) & (mean < 0) & (spread <= 1e-5 * tf.abs(mean))
+
+
 def rnd_loss_fn(*, rnd_cost: float, base_loss: Callable[..., LossOutput] | None = None,
-                predictor_cost: float = 1.0, agent: RNDAgent, inputs: AgentInputs, actions: Any,
-                rewards: Any, **tensors: Any) -> LossOutput:
+                predictor_cost: float = 1.0, step_costs_only: bool = False, agent: RNDAgent,
+                inputs: AgentInputs, actions: Any, rewards: Any, **tensors: Any) -> LossOutput:
     """`base_loss` (None: `impala_loss_fn`; given `agent.policy`) on `rewards + rnd_cost *
     novelty_bonus`, plus `predictor_cost` times the predictor's squared error summed over the
     shard (a sum, as IMPALA's terms are). Keywords as `impala_rep.loss_fn` documents; `agent`
     an `RNDAgent`.
 
+    With `step_costs_only`, only on a batch whose rewards are a constant cost per step
+    (`step_cost_batch`); on any other batch the loss is `base_loss` alone, and RND's networks
+    are not run.
+
     Metrics: `rnd_loss` (summed), `rnd_novelty` and `rnd_bonus_rms` (means: the predictor's
-    error, and the root mean square of the weighted bonus: how hard it steers)."""
+    error, and the root mean square of the weighted bonus: how hard it steers; 0 where off),
+    `rnd_on` (mean: 1 where the bonus applied)."""
     base_loss = impala_loss_fn if base_loss is None else base_loss
     observations = tf.convert_to_tensor(inputs.observation)
     dims: dict = {}
@@ -144,7 +173,15 @@ def rnd_loss_fn(*, rnd_cost: float, base_loss: Callable[..., LossOutput] | None 
                  dims=dims)
     t, b = tf.shape(actions)[0], tf.shape(actions)[1]
     following = tf.reshape(observations[1:], tf.concat([[t * b], tf.shape(observations)[2:]], 0))
-    error = tf.reshape(agent.novelty(following), [t, b])
+    if step_costs_only:
+        on = step_cost_batch(rewards=tf.convert_to_tensor(inputs.prev_reward)[1:], ended=inputs.first[1:])
+        # The networks run only where the bonus applies. Nothing inside the branches may be a
+        # cross-replica collective (tf.distribute refuses one in control flow): the bonus is
+        # centred outside, on zeros where off.
+        error = tf.cond(on, lambda: agent.novelty(following), lambda: tf.zeros([t * b], tf.float32))
+    else:
+        on, error = tf.constant(True), agent.novelty(following)
+    error = tf.reshape(error, [t, b])
     bonus = rnd_cost * novelty_bonus(novelty=error, ended=inputs.first[1:])
     # The run's own loss sees the run's own agent (its methods, its variables), not the wrapper.
     base = base_loss(agent=agent.policy, inputs=inputs, actions=actions, rewards=rewards + bonus, **tensors)
@@ -155,5 +192,6 @@ def rnd_loss_fn(*, rnd_cost: float, base_loss: Callable[..., LossOutput] | None 
                             "rnd_loss": tf.stop_gradient(predictor_loss)},
                       means={**base.means, "rnd_novelty": tf.stop_gradient(tf.reduce_mean(error)),
                              # over the whole batch: a mean of the shards' roots would not be the root of the mean
-                             "rnd_bonus_rms": tf.sqrt(batch_mean(tf.square(bonus)))},
+                             "rnd_bonus_rms": tf.sqrt(batch_mean(tf.square(bonus))),
+                             "rnd_on": tf.cast(on, total.dtype)},
                       terms={**base.terms, "rnd_loss": predictor_loss})

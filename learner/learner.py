@@ -105,7 +105,8 @@ class Learner:
             if not isinstance(value, cls):
                 raise TypeError(f"{name} must be an impala_rep.{cls.__name__}, got {type(value).__name__}")
         # `train` applies rnd_cost by wrapping the agent and the loss (impala_rep.rnd); a plain
-        # agent here would train without the bonus the config asks for, silently.
+        # agent here would train without the bonus the config asks for, silently. None (auto)
+        # is resolved by `train`; given to a Learner by hand it means off, as it did before.
         if loss.rnd_cost and not callable(getattr(agent, "novelty", None)):
             raise ValueError(f"bad rnd_cost {loss.rnd_cost}: a Learner does not add random network "
                              "distillation itself; give it impala_rep.rnd.RNDAgent(agent) and "

@@ -4,7 +4,8 @@ The device count is fixed when TensorFlow initialises, so tests/test_loss_fn.py 
 `python loss_fn_worker.py N CASE` in a fresh process and compares what it prints with
 the same case on one device in the test process (`run_case` is shared). Nothing here
 asserts. Cases (`CASES`): the custom-agent example's batch-norm agent with its
-L2-regularised loss, and the MLP agent with RND's networks and bonus (impala_rep/rnd.py).
+L2-regularised loss, and the MLP agent with RND's networks and bonus (impala_rep/rnd.py), on
+every batch or only on constant step costs.
 """
 
 import functools
@@ -49,7 +50,25 @@ def _rnd():
     return _make_rnd_agent, functools.partial(rnd_loss_fn, rnd_cost=0.5), (2,), 3, 0.05
 
 
-CASES = {"custom_agent": _custom_agent, "rnd": _rnd}
+def _rnd_step_costs():
+    from impala_rep.rnd import rnd_loss_fn
+
+    return (_make_rnd_agent, functools.partial(rnd_loss_fn, rnd_cost=0.5, step_costs_only=True),
+            (2,), 3, 0.05)
+
+
+def _step_costs(batch, seed):
+    """The env's rewards a constant -1 a step: in every column of the first batch (the bonus
+    on), in the first half of the second (off: decided on the whole batch, never per shard),
+    nowhere in the third (off)."""
+    columns = {0: batch.prev_rewards.shape[1], 1: batch.prev_rewards.shape[1] // 2}.get(seed, 0)
+    prev_rewards = batch.prev_rewards.copy()
+    prev_rewards[1:, :columns] = np.where(batch.first[1:, :columns], 0.0, -1.0)
+    return batch._replace(prev_rewards=prev_rewards)
+
+
+CASES = {"custom_agent": _custom_agent, "rnd": _rnd, "rnd_step_costs": _rnd_step_costs}
+BATCHES = {"rnd_step_costs": _step_costs}  # the rest train on random unrolls as they are
 
 
 def run_case(replicator, case="custom_agent"):
@@ -71,8 +90,9 @@ def run_case(replicator, case="custom_agent"):
                for v in learner.agent.trainable_variables]
     for variable, value in zip(learner.agent.trainable_variables, initial):
         variable.assign(value)
-    metrics = [learner.step(random_unroll(T=T, B=B, obs_size=observation_shape[0],
-                                          num_actions=num_actions, seed=seed))
+    batch_of = BATCHES.get(case, lambda batch, seed: batch)
+    metrics = [learner.step(batch_of(random_unroll(T=T, B=B, obs_size=observation_shape[0],
+                                                   num_actions=num_actions, seed=seed), seed))
                for seed in range(STEPS)]
     return {
         "num_replicas": replicator.num_replicas,

@@ -168,10 +168,12 @@ def _fake_run(path, **changes):
     import json
 
     from impala_rep.config import TrainConfig
+    from impala_rep.run.prepare import resolve_auto_settings
 
     (path / "checkpoints").mkdir(parents=True)
     (path / "checkpoints" / "checkpoint").write_text('model_checkpoint_path: "ckpt-7"\n')
-    config = TrainConfig.from_keys({"logdir": str(path), **changes})
+    # Its automatic settings made concrete, as train writes them (CartPole's 4-vectors).
+    config = resolve_auto_settings(TrainConfig.from_keys({"logdir": str(path), **changes}), (4,))
     (path / "config.json").write_text(json.dumps(config.to_json()))
     return path
 
@@ -190,8 +192,8 @@ def _fake_run(path, **changes):
                                           "trained with hidden_sizes (64, 64)"),
         ("run", ["--optimizer", "adam"], "cannot resume with optimizer 'adam': the checkpoint was "
                                          "trained with optimizer 'rmsprop'"),
-        ("run", ["--rnd-cost", "100"], "cannot resume with rnd_cost 100.0: the checkpoint was "
-                                       "trained with rnd_cost 0.0, and the novelty bonus cannot"),
+        ("run", ["--rnd-cost", "0"], "cannot resume with rnd_cost 0.0: the checkpoint was "
+                                     "trained with rnd_cost 100.0, and the novelty bonus cannot"),
         ("run", ["--preset", "atari"], "--preset cannot be combined with --resume"),
         ("run", ["--logdir", "{tmp}/other"], "differs from --resume"),
         ("run", ["--num-actors", "0"], "expected a positive integer, got 0"),
@@ -255,15 +257,16 @@ def test_resume_reads_the_nested_config_json(tmp_path):
     import json
 
     from impala_rep.config import TrainConfig
+    from impala_rep.run.prepare import resolve_auto_settings
     from impala_rep.run.resume import load_run_config
 
     run = _fake_run(tmp_path / "run", num_actors=3, hidden_sizes=(16,), max_grad_norm=None,
                     launcher="local", **{"lambda": 0.9})
     saved = json.loads((run / "config.json").read_text())
     assert saved["agent"]["hidden_sizes"] == [16] and saved["loss"]["lambda_"] == 0.9  # nested
-    assert load_run_config(str(run)) == TrainConfig.from_keys({
+    assert load_run_config(str(run)) == resolve_auto_settings(TrainConfig.from_keys({
         "logdir": str(run), "num_actors": 3, "hidden_sizes": (16,), "lambda": 0.9,
-        "max_grad_norm": None, "launcher": "local"})
+        "max_grad_norm": None, "launcher": "local"}), (4,))
 
 
 def test_resume_reads_the_legacy_flat_config_json_and_applies_flags(tmp_path):
@@ -282,7 +285,8 @@ def test_resume_reads_the_legacy_flat_config_json_and_applies_flags(tmp_path):
     assert (config.loss.lambda_, config.optimizer.rmsprop_momentum, config.run.launcher) == (1.0, 0.0, "ray")
     # ...except fields whose default is not what a run without them did: those resume as it ran.
     assert (config.loss.normalize_rewards, config.agent.scale_observations, config.learner.passes,
-            config.loss.surrogate_clip, config.loss.kl_cost) == (False, False, 1, None, 0.0)
+            config.loss.surrogate_clip, config.loss.kl_cost, config.loss.rnd_cost) == (False, False, 1,
+                                                                                       None, 0.0, 0.0)
     from impala_rep.config import TrainConfig
 
     assert TrainConfig().loss.normalize_rewards and TrainConfig().agent.scale_observations
@@ -355,3 +359,34 @@ def test_advantage_normalisation_is_on_for_vector_observations_and_off_for_image
     assert resolved("--no-normalize-advantages") == (False, False)
     assert resolved("--env", "MinAtar/Breakout-v1", "--normalize-advantages") == (True, True)
     assert resolved("--env", "ALE/Pong-v5", "--preset", "atari") == (False, False)
+
+
+def test_the_novelty_bonus_is_on_for_vector_observations_and_off_for_images_unless_told(tmp_path):
+    """`--rnd-cost` unset means auto: 100 on vector observations (applied to batches of step
+    costs only), off on images; a resumed run keeps what it trained with, one from before the
+    setting none."""
+    import json
+
+    from impala_rep.run.cli import config_from_args, parse_args
+    from impala_rep.run.prepare import prepare
+
+    def resolved(*argv, resume=False):
+        config = config_from_args(parse_args(["train", *argv]))
+        plan = prepare(config, resume=resume)
+        return config.loss.rnd_cost, plan.config.loss.rnd_cost, plan.loss_fn is not None
+
+    assert resolved() == (None, 100.0, True)                                  # CartPole's 4 floats
+    assert resolved("--env", "Taxi-v4") == (None, 100.0, True)                # a one-hot code
+    assert resolved("--env", "MinAtar/Breakout-v1") == (None, 0.0, False)     # 10x10x4 images
+    assert resolved("--rnd-cost", "0") == (0.0, 0.0, False)
+    assert resolved("--env", "MountainCar-v0", "--rnd-cost", "7") == (7.0, 7.0, True)
+    assert config_from_args(parse_args(["train"])).loss.rnd_step_costs_only
+    # Resumed with no flag, through train's own config (train(config, resume=True)): the run's own.
+    for saved in (0.0, 30.0):
+        run = _fake_run(tmp_path / f"run-{saved}", rnd_cost=saved)
+        assert resolved("--logdir", str(run), resume=True)[1:] == (saved, bool(saved))
+    old = _fake_run(tmp_path / "old")  # config.json from before the field: it trained without
+    data = json.loads((old / "config.json").read_text())
+    del data["loss"]["rnd_cost"], data["loss"]["rnd_step_costs_only"]
+    (old / "config.json").write_text(json.dumps(data))
+    assert resolved("--logdir", str(old), resume=True)[1:] == (0.0, False)

@@ -131,10 +131,11 @@ def with_agent_config(run, **agent):
     (None, ["--max-episode-steps", "0"], "argument --max-episode-steps: expected a positive "
                                          "integer, got 0"),
     ("wider agent", [], "cannot evaluate '{run}': its checkpoint's agent is not the one its "
-                        "config.json describes (6 variables saved, 6 built; variable 0: (4, 16) "
+                        "config.json describes (12 variables saved, 12 built; variable 0: (4, 16) "
                         "saved, (4, 32) built); a run trained with an agent object passed to "
                         "train() is evaluated with impala_rep.evaluate_run(logdir, agent=...)"),
-    ("deeper agent", [], "(6 variables saved, 8 built; variable 2: (16, 2) saved, (16, 16) built)"),
+    # The MLP's 6 variables, then RND's predictor's 6 (on by default for CartPole's vectors).
+    ("deeper agent", [], "(12 variables saved, 14 built; variable 2: (16, 2) saved, (16, 16) built)"),
     ("missing", [], "cannot evaluate '{run}': not a directory"),
     ("empty", [], "cannot evaluate '{run}': not a run directory (no config.json"),
     ("no checkpoint", [], "cannot evaluate '{run}': it holds no checkpoint (the run stopped before "

@@ -134,10 +134,14 @@ def test_custom_loss_and_cross_replica_batch_norm_two_replicas_equal_one(replica
             assert m2[key] == pytest.approx(m1[key], rel=1e-4, abs=1e-5), key
 
 
-def test_rnd_two_replicas_equal_one(replicator):
-    """RND's bonus is centred on the global batch's mean (all replicas' shards), so 2
-    replicas update as 1 does, the predictor included (impala_rep/rnd.py)."""
-    two, one = _two_replicas_and_one(replicator, "rnd")
+@pytest.mark.parametrize("case", ["rnd", "rnd_step_costs"])
+def test_rnd_two_replicas_equal_one(replicator, case):
+    """RND's bonus is centred on the global batch's mean (all replicas' shards), and with
+    step_costs_only applied or not on the whole batch, so 2 replicas update as 1 does, the
+    predictor included (impala_rep/rnd.py)."""
+    two, one = _two_replicas_and_one(replicator, case)
+    if case == "rnd_step_costs":  # on for the first batch only (tests/loss_fn_worker.py)
+        assert [m["rnd_on"] for m in one["metrics"]] == [1.0, 0.0, 0.0]
     assert one["unpublished"] and len(two["unpublished"]) == len(one["unpublished"])
     for p2, p1 in zip(two["unpublished"], one["unpublished"]):
         np.testing.assert_allclose(p2, p1, rtol=1e-5, atol=1e-5)

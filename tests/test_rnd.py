@@ -14,7 +14,7 @@ from manual_update import manual_impala_loss
 from random_unrolls import random_unroll
 
 from impala_rep import Learner, LossConfig, MLPAgent, OptimizerConfig, Replicator
-from impala_rep.rnd import RNDAgent, novelty_bonus, rnd_loss_fn
+from impala_rep.rnd import RNDAgent, novelty_bonus, rnd_loss_fn, step_cost_batch
 
 T, B, A, OBS = 5, 4, 3, 2
 COST = 0.5
@@ -61,13 +61,30 @@ def test_a_learner_given_rnd_cost_with_a_plain_agent_refuses_it():
     assert learner.agent.predictor_variables
 
 
-def test_a_learner_step_is_sgd_on_the_bonus_rewarded_impala_loss_plus_the_predictor_error():
+def _step_costs(batch):
+    """`batch` with the env's rewards (`prev_rewards[1:]`) a constant -1 a step, 0 where an
+    episode ended (as actors record them)."""
+    prev_rewards = batch.prev_rewards.copy()
+    prev_rewards[1:] = np.where(batch.first[1:], 0.0, -1.0)
+    return batch._replace(prev_rewards=prev_rewards)
+
+
+@pytest.mark.parametrize("step_costs_only, rewards, bonus_on", [
+    (False, "random", True),       # --rnd-cost alone: every batch
+    (True, "step costs", True),    # --rnd-step-costs-only on MountainCar's kind of batch
+    (True, "random", False),       # ... and on any other: the IMPALA loss alone
+], ids=["always", "step-costs-only-on", "step-costs-only-off"])
+def test_a_learner_step_is_sgd_on_the_bonus_rewarded_impala_loss_plus_the_predictor_error(
+        step_costs_only, rewards, bonus_on):
     lr = 0.01
     learner = Learner(agent=_agent(), replicator=Replicator("cpu"), observation_shape=(OBS,),
                       total_steps=10, optimizer=OptimizerConfig(max_grad_norm=None),
                       make_optimizer=lambda: tf.keras.optimizers.SGD(lr),
-                      loss_fn=lambda **kw: rnd_loss_fn(rnd_cost=COST, **kw))
+                      loss_fn=lambda **kw: rnd_loss_fn(rnd_cost=COST, step_costs_only=step_costs_only,
+                                                       **kw))
     batch = random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=5)
+    if rewards == "step costs":
+        batch = _step_costs(batch)
     before = [v.numpy() for v in learner.agent.trainable_variables]
     # Actors get the policy's weights alone: the predictor stays in the learner.
     _, published = learner.get_weights()
@@ -84,10 +101,15 @@ def test_a_learner_step_is_sgd_on_the_bonus_rewarded_impala_loss_plus_the_predic
     bonus = COST * (error - error.mean())
     bonus[batch.first[1:]] = 0.0  # a step that ended an episode: obs[t+1] is the next one's
     assert batch.first[1:].any() and not batch.first[1:].all()
+    if not bonus_on:
+        bonus[:] = 0.0
     rewarded = batch._replace(rewards=(batch.rewards + bonus).astype(np.float32))
     with tf.GradientTape() as tape:
-        loss = manual_impala_loss(agent, rewarded, LossConfig()) + tf.reduce_sum(agent.novelty(following))
-    grads = tape.gradient(loss, agent.trainable_variables)
+        loss = manual_impala_loss(agent, rewarded, LossConfig())
+        if bonus_on:
+            loss += tf.reduce_sum(agent.novelty(following))
+    grads = [tf.zeros_like(v) if g is None else g
+             for v, g in zip(agent.trainable_variables, tape.gradient(loss, agent.trainable_variables))]
 
     metrics = learner.step(batch)
 
@@ -95,9 +117,26 @@ def test_a_learner_step_is_sgd_on_the_bonus_rewarded_impala_loss_plus_the_predic
     for w0, w1, g in zip(before, after, grads):
         np.testing.assert_allclose(w1, w0 - lr * g.numpy(), rtol=1e-4, atol=1e-6)
     predictor = len(learner.agent.predictor_variables)
-    assert max(np.abs(w1 - w0).max() for w0, w1 in zip(before[-predictor:], after[-predictor:])) > 0
-    assert metrics["rnd_novelty"] == pytest.approx(error.mean(), rel=1e-5)
+    moved = max(np.abs(w1 - w0).max() for w0, w1 in zip(before[-predictor:], after[-predictor:]))
+    assert (moved > 0) == bonus_on
+    assert metrics["rnd_on"] == float(bonus_on)
+    assert metrics["rnd_novelty"] == pytest.approx(error.mean() if bonus_on else 0.0, rel=1e-5)
     assert metrics["rnd_bonus_rms"] == pytest.approx(np.sqrt(np.mean(bonus ** 2)), rel=1e-4)
+
+
+@pytest.mark.parametrize("rewards, ended, expected", [
+    ([[-1, -1], [-1, 5]], [[0, 0], [0, 1]], True),    # a constant cost; an episode's end aside
+    ([[-1, -1], [-1, -1]], [[0, 0], [0, 0]], True),
+    ([[1, 1], [1, 1]], [[0, 0], [0, 0]], False),       # a survival reward
+    ([[0, 0], [0, 0]], [[0, 0], [0, 0]], False),       # no reward
+    ([[-1, -1], [-10, -1]], [[0, 0], [0, 0]], False),  # costs that differ
+    ([[-1, -1], [-1, -1.01]], [[0, 0], [0, 0]], False),
+    ([[-1, -1], [-1, -1]], [[1, 1], [1, 1]], False),   # nothing but ends
+])
+def test_a_step_cost_batch_is_one_negative_reward_on_every_step_that_did_not_end(rewards, ended,
+                                                                                 expected):
+    got = step_cost_batch(rewards=np.array(rewards, np.float32), ended=np.array(ended, bool))
+    assert bool(got) == expected
 
 
 def _cli(*args):
@@ -134,6 +173,7 @@ def test_rnd_cost_wraps_the_users_agent_and_loss(tmp_path):
     example = pathlib.Path(__file__).resolve().parents[1] / "examples" / "custom_agent.py"
     run = tmp_path / "run"
     proc = _cli("train", "--env", "CartPole-v1", "--total-frames", "6400", "--rnd-cost", "10",
+                "--no-rnd-step-costs-only",  # CartPole's +1 a step: on every batch only so
                 "--agent", f"{example}:make_agent", "--loss", f"{example}:l2_regularised_loss",
                 "--launcher", "local", "--num-actors", "1", "--envs-per-actor", "8",
                 "--batch-size", "8", "--logdir", str(run))
