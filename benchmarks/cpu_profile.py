@@ -95,7 +95,8 @@ def work_costs(config, seconds: float) -> dict[str, float]:
 
     learner = Learner(agent=plan.agent_factory(), replicator=Replicator(config.learner.devices),
                       observation_shape=plan.observation_shape,
-                      total_steps=config.total_learner_steps(skip), loss=config.loss,
+                      # the run's loss settings as train resolves them (auto ones made concrete)
+                      total_steps=config.total_learner_steps(skip), loss=plan.config.loss,
                       optimizer=config.optimizer, loss_fn=plan.loss_fn)  # the run's loss (--loss, --rnd-cost)
     batch = slice_columns(unroll, 0, b) if num_envs >= b else unroll
     step_us = _cpu_us_per_frame(lambda: learner.step(batch), batch.actions.shape[1] * t * skip,

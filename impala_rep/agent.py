@@ -112,7 +112,7 @@ def assign_weights(variables: Sequence[tf.Variable], weights: Sequence[np.ndarra
         variable.assign(value)
 
 
-def flat_observations(observation: Any, scaling: tuple[Any, Any] | None = None) -> tf.Tensor:
+def flat_observations(observation: Any, *, scaling: tuple[Any, Any] | None = None) -> tf.Tensor:
     """`[N, ...]` observations -> `[N, D]` float32, standardised by `scaling` (`(offset, scale)`
     from `observation_scaling`, or None: unscaled): the MLP's inputs, and RND's networks'."""
     x = tf.reshape(tf.cast(observation, tf.float32), [tf.shape(observation)[0], -1])
@@ -153,7 +153,7 @@ class MLPAgent:
         self._forward(dummy)
 
     def _forward(self, observation: tf.Tensor) -> AgentOutput:
-        x = flat_observations(observation, self._scaling)
+        x = flat_observations(observation, scaling=self._scaling)
         for layer in self._torso:
             x = layer(x)
         return AgentOutput(self._policy(x), tf.squeeze(self._baseline(x), axis=-1))

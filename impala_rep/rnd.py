@@ -87,7 +87,7 @@ class RNDAgent:
         return self.policy.unroll(inputs, state)
 
     def novelty(self, observations: Any) -> tf.Tensor:
-        x = flat_observations(observations, self._scaling)
+        x = flat_observations(observations, scaling=self._scaling)
         target, prediction = x, x
         for layer in self._target:
             target = layer(target)

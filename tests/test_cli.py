@@ -385,6 +385,10 @@ def test_the_novelty_bonus_is_on_for_vector_observations_and_off_for_images_unle
     for saved in (0.0, 30.0):
         run = _fake_run(tmp_path / f"run-{saved}", rnd_cost=saved)
         assert resolved("--logdir", str(run), resume=True)[1:] == (saved, bool(saved))
+    from impala_rep.run.resume import load_run_config, resumed_config
+
+    # `--rnd-cost none` (auto) given on resume keeps the run's own, too.
+    assert resumed_config(load_run_config(str(run)), {"rnd_cost": None}).loss.rnd_cost == 30.0
     old = _fake_run(tmp_path / "old")  # config.json from before the field: it trained without
     data = json.loads((old / "config.json").read_text())
     del data["loss"]["rnd_cost"], data["loss"]["rnd_step_costs_only"]

@@ -67,7 +67,8 @@ def agent_factory_for(config: TrainConfig, env_spec, *,
 def with_rnd(config: TrainConfig, env_spec, *, agent_factory: Callable[[], Any],
              loss: Callable[..., Any] | None) -> tuple[Callable[[], Any], Callable[..., Any] | None]:
     """The agent factory and loss with random network distillation's networks and bonus
-    (`impala_rep.rnd`) when `config.loss.rnd_cost` > 0, else both unchanged. Picklable,
+    (`impala_rep.rnd`) when `config.loss.rnd_cost` (auto resolved for `env_spec`) > 0, else
+    both unchanged. Picklable,
     and TensorFlow-free until built or called (the driver imports no TensorFlow)."""
     cost = resolve_auto_settings(config, env_spec.observation_shape).loss.rnd_cost
     if not cost:
@@ -195,7 +196,7 @@ def prepare(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
         env_spec = describe_env(config.env.id)
         if resume and config.loss.rnd_cost is None and config.run.logdir is not None:
             # Auto on resume is what the run trained with: its checkpoint holds RND's networks
-            # or not (a run from before the auto setting trained without).
+            # or not (a run from before the field existed: off, config_json.BEFORE_THE_FIELD).
             config = config.replace({"rnd_cost": _saved_rnd_cost(config.run.logdir)})
         config = resolve_auto_settings(config, env_spec.observation_shape)
         if on_this_machine:

@@ -79,7 +79,10 @@ def resumed_config(saved: TrainConfig, changes: Mapping[str, Any]) -> TrainConfi
             raise ValueError(
                 f"cannot resume with {key} {changes[key]!r}: the checkpoint was trained with "
                 f"{key} {saved.get(key)!r}, and {', '.join(LOCKED_KEYS)} cannot change on resume")
-    # RND's networks are in the checkpoint only when it is on; its weight may change.
+    # RND's networks are in the checkpoint only when it is on; its weight may change. None
+    # (auto) on resume keeps the run's own.
+    if changes.get("rnd_cost", 0) is None:
+        changes = {key: value for key, value in changes.items() if key != "rnd_cost"}
     if "rnd_cost" in changes and bool(changes["rnd_cost"]) != bool(saved.get("rnd_cost")):
         raise ValueError(
             f"cannot resume with rnd_cost {changes['rnd_cost']!r}: the checkpoint was trained with "
