@@ -68,8 +68,8 @@ def with_rnd(config: TrainConfig, env_spec, *, agent_factory: Callable[[], Any],
              loss: Callable[..., Any] | None) -> tuple[Callable[[], Any], Callable[..., Any] | None]:
     """The agent factory and loss with random network distillation's networks and bonus
     (`impala_rep.rnd`) when `config.loss.rnd_cost` (auto resolved for `env_spec`) > 0, else
-    both unchanged. Picklable,
-    and TensorFlow-free until built or called (the driver imports no TensorFlow)."""
+    both unchanged. Picklable, and TensorFlow-free until built or called (the driver imports
+    no TensorFlow)."""
     cost = resolve_auto_settings(config, env_spec.observation_shape).loss.rnd_cost
     if not cost:
         return agent_factory, loss
