@@ -181,6 +181,13 @@ class Learner:
             # The loss hook's contract (keywords, shapes, result) is impala_rep.loss_fn's.
             output = apply_loss(self._loss_fn, agent=self._agent, batch=batch,
                                 initial_state=state, config=self._loss_config)
+            # An RNDAgent under a loss that does not train its predictor (the default loss,
+            # say) would train without the bonus the config asks for, silently.
+            if self._loss_config.rnd_cost and "rnd_loss" not in output.terms:
+                raise ValueError(f"bad rnd_cost {self._loss_config.rnd_cost}: the loss adds no "
+                                 "novelty bonus (no 'rnd_loss' term); give the Learner loss_fn="
+                                 "functools.partial(impala_rep.rnd.rnd_loss_fn, rnd_cost=...), "
+                                 "or use rnd_cost 0")
             loss = output.loss
             # The loss is a SUM over this replica's shard (as in the paper), but
             # gradients are MEAN-reduced over replicas. Scaling by the replica count

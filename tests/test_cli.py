@@ -361,6 +361,28 @@ def test_advantage_normalisation_is_on_for_vector_observations_and_off_for_image
     assert resolved("--env", "ALE/Pong-v5", "--preset", "atari") == (False, False)
 
 
+def test_a_resumed_run_keeps_the_automatic_settings_it_trained_with(tmp_path):
+    """Auto (None) in the config given to `train(config, resume=True)` is the run's own
+    value, not what auto chooses today; a config.json from before a setting holds what runs
+    did without it."""
+    import json
+
+    from impala_rep.config import TrainConfig
+    from impala_rep.run.prepare import prepare
+
+    def resumed(run):
+        loss = prepare(TrainConfig.from_keys({"logdir": str(run)}), resume=True).config.loss
+        return loss.normalize_advantages, loss.rnd_cost
+
+    assert resumed(_fake_run(tmp_path / "a", normalize_advantages=False, rnd_cost=30.0)) == (False, 30.0)
+    assert resumed(_fake_run(tmp_path / "b", normalize_advantages=True, rnd_cost=0.0)) == (True, 0.0)
+    old = _fake_run(tmp_path / "old")
+    data = json.loads((old / "config.json").read_text())
+    del data["loss"]["normalize_advantages"], data["loss"]["rnd_cost"]
+    (old / "config.json").write_text(json.dumps(data))
+    assert resumed(old) == (False, 0.0)  # config_json.BEFORE_THE_FIELD: what such runs did
+
+
 def test_the_novelty_bonus_is_on_for_vector_observations_and_off_for_images_unless_told(tmp_path):
     """`--rnd-cost` unset means auto: 100 on vector observations (applied to batches of step
     costs only), off on images; a resumed run keeps what it trained with, one from before the

@@ -49,16 +49,23 @@ def test_the_target_is_the_same_random_network_in_every_process():
     assert not set(map(id, first.non_trainable_variables)) & set(map(id, first.trainable_variables))
 
 
-def test_a_learner_given_rnd_cost_with_a_plain_agent_refuses_it():
+def test_a_learner_given_rnd_cost_without_rnds_agent_and_loss_refuses_it():
     # train() wraps the agent and loss; by hand, a plain agent would train without the bonus.
     with pytest.raises(ValueError, match=r"bad rnd_cost 5.0: a Learner does not add random network "
                                          r"distillation itself; give it impala_rep.rnd.RNDAgent"):
         Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(8,)), replicator=Replicator("cpu"),
                 observation_shape=(OBS,), total_steps=1, loss=LossConfig(rnd_cost=5.0))
+    # An RNDAgent under a loss that adds no bonus (here the default): refused at its first step.
+    learner = Learner(agent=_agent(), replicator=Replicator("cpu"), observation_shape=(OBS,),
+                      total_steps=1, loss=LossConfig(rnd_cost=5.0))
+    batch = random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=5)
+    with pytest.raises(ValueError, match=r"bad rnd_cost 5.0: the loss adds no novelty bonus"):
+        learner.step(batch)
     learner = Learner(agent=_agent(), replicator=Replicator("cpu"), observation_shape=(OBS,),
                       total_steps=1, loss=LossConfig(rnd_cost=5.0),
                       loss_fn=lambda **kw: rnd_loss_fn(rnd_cost=5.0, **kw))
     assert learner.agent.predictor_variables
+    assert learner.step(batch)["rnd_on"] == 1.0
 
 
 def _step_costs(batch):

@@ -126,29 +126,21 @@ def _declared_bounds_normalization(env_spec) -> Any:
 AUTO_RND_COST = 100.0
 
 
-def resolve_auto_settings(config: TrainConfig, observation_shape) -> TrainConfig:
+def resolve_auto_settings(config: TrainConfig, observation_shape, *,
+                          saved: TrainConfig | None = None) -> TrainConfig:
     """`config` with its automatic settings made concrete for the env's observations, so
     config.json (and a resumed run) holds what the run did, each measured (README): on vector
     observations `normalize_advantages` None is on ("Learning per frame") and `rnd_cost` None
-    is `AUTO_RND_COST` ("Exploration by default"); on images both are off."""
+    is `AUTO_RND_COST` ("Exploration by default"); on images both are off.
+
+    On resume, `saved` is the run's own config, and auto is what the run trained with (its
+    checkpoint holds RND's networks or not; a config.json from before a setting existed
+    holds `config_json.BEFORE_THE_FIELD`'s value), not what auto would choose today."""
     vectors = len(observation_shape) == 1
-    changes = {}
-    if config.loss.normalize_advantages is None:
-        changes["normalize_advantages"] = vectors
-    if config.loss.rnd_cost is None:
-        changes["rnd_cost"] = AUTO_RND_COST if vectors else 0.0
+    auto = {"normalize_advantages": vectors, "rnd_cost": AUTO_RND_COST if vectors else 0.0}
+    changes = {key: value if saved is None else saved.get(key)
+               for key, value in auto.items() if config.get(key) is None}
     return config.replace(changes) if changes else config
-
-
-def _saved_rnd_cost(logdir: str) -> float | None:
-    """The rnd_cost of the run in `logdir`; None where it cannot be read (resuming it fails
-    later, naming why)."""
-    from impala_rep.run.resume import load_run_config
-
-    try:
-        return load_run_config(logdir).loss.rnd_cost
-    except (ValueError, OSError):
-        return None
 
 
 def check_logdir(logdir: str | None) -> None:
@@ -194,17 +186,13 @@ def prepare(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
                           episodic_life=config.env.episodic_life,
                           max_episode_steps=config.env.max_episode_steps)
         env_spec = describe_env(config.env.id)
-        if resume and config.loss.rnd_cost is None and config.run.logdir is not None:
-            # Auto on resume is what the run trained with: its checkpoint holds RND's networks
-            # or not (a run from before the field existed: off, config_json.BEFORE_THE_FIELD).
-            config = config.replace({"rnd_cost": _saved_rnd_cost(config.run.logdir)})
-        config = resolve_auto_settings(config, env_spec.observation_shape)
+        saved = check_resumable(config) if resume else None
+        config = resolve_auto_settings(config, env_spec.observation_shape, saved=saved)
         if on_this_machine:
             check_memory(config, env_spec.observation_shape, env_spec.observation_dtype,
                          env_spec.num_actions)
         start_step = 0
         if resume:
-            check_resumable(config)
             start_step = checkpoint_step(config.run.logdir)
         else:
             check_logdir(config.run.logdir)

@@ -91,9 +91,10 @@ def resumed_config(saved: TrainConfig, changes: Mapping[str, Any]) -> TrainConfi
     return saved.replace(changes)
 
 
-def check_resumable(config: TrainConfig) -> None:
-    """ValueError unless `config.run.logdir` is a run that `config` can continue."""
+def check_resumable(config: TrainConfig) -> TrainConfig:
+    """The config of the run in `config.run.logdir`; ValueError unless `config` can continue it."""
     if config.run.logdir is None:
         raise ValueError("resuming needs the run's logdir; got none")
     saved = load_run_config(config.run.logdir)
     resumed_config(saved, {key: config.get(key) for key in (*LOCKED_KEYS, "rnd_cost")})
+    return saved
