@@ -209,6 +209,13 @@ def print_table(results: dict[str, list[dict]]) -> None:
                  "frames", "run s", "anchor"], rows))
 
 
+
+# A line style per seed in a figure of several settings: eight that tell apart at a glance
+# (matplotlib's four named ones repeat from a fifth seed on).
+_SEED_STYLES = ("-", "--", ":", "-.", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)), (0, (1, 4)),
+                (0, (8, 2, 1, 2)))
+
+
 def draw(results: dict[str, list[dict]], path: pathlib.Path) -> None:
     import matplotlib
 
@@ -228,7 +235,7 @@ def draw(results: dict[str, list[dict]], path: pathlib.Path) -> None:
             if len(settings) > 1:
                 ax.plot(frames, returns, label=f"{setting or 'defaults'}, seed {run['seed']}",
                         color=f"C{settings.index(setting) % 10}",
-                        linestyle=("-", "--", ":", "-.")[seeds.index(run["seed"]) % 4])
+                        linestyle=_SEED_STYLES[seeds.index(run["seed"]) % len(_SEED_STYLES)])
             else:
                 ax.plot(frames, returns, label=f"seed {run['seed']}")
         ax.axhline(TASKS[name].threshold, color="grey", linestyle="--", linewidth=1)
