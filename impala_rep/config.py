@@ -202,7 +202,7 @@ class LossConfig:
     rnd_cost: float | None = _field(
         None, "weight of random network distillation's novelty bonus, added to the (scaled) "
               "rewards: exploration for tasks whose reward random play never finds; 0: off; "
-              "none (auto): 100 for vector observations, off for images", metavar="C")
+              "none (auto): 10 for vector observations, off for images", metavar="C")
     rnd_step_costs_only: bool = _field(
         True, "apply the novelty bonus only to batches whose rewards (episode ends aside) are one "
               "constant cost per step, as MountainCar's and Acrobot's -1; other batches train "

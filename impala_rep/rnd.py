@@ -1,6 +1,6 @@
 """Random network distillation (Burda et al. 2019): a novelty bonus beside any agent.
 
-`--rnd-cost C` (`LossConfig.rnd_cost`; auto: 100 for vector observations) turns it on;
+`--rnd-cost C` (`LossConfig.rnd_cost`; auto: 10 for vector observations) turns it on;
 `impala_rep.run.prepare` wraps the run's agent in an `RNDAgent` and its loss in `rnd_loss_fn`.
 Vector observations only. By default (`--rnd-step-costs-only`) the bonus applies only to a batch
 whose rewards are one constant cost per step (`step_cost_batch`: MountainCar's, Acrobot's),

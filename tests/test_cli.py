@@ -193,7 +193,7 @@ def _fake_run(path, **changes):
         ("run", ["--optimizer", "adam"], "cannot resume with optimizer 'adam': the checkpoint was "
                                          "trained with optimizer 'rmsprop'"),
         ("run", ["--rnd-cost", "0"], "cannot resume with rnd_cost 0.0: the checkpoint was "
-                                     "trained with rnd_cost 100.0, and the novelty bonus cannot"),
+                                     "trained with rnd_cost 10.0, and the novelty bonus cannot"),
         ("run", ["--preset", "atari"], "--preset cannot be combined with --resume"),
         ("run", ["--logdir", "{tmp}/other"], "differs from --resume"),
         ("run", ["--num-actors", "0"], "expected a positive integer, got 0"),
@@ -384,7 +384,7 @@ def test_a_resumed_run_keeps_the_automatic_settings_it_trained_with(tmp_path):
 
 
 def test_the_novelty_bonus_is_on_for_vector_observations_and_off_for_images_unless_told(tmp_path):
-    """`--rnd-cost` unset means auto: 100 on vector observations (applied to batches of step
+    """`--rnd-cost` unset means auto: 10 on vector observations (applied to batches of step
     costs only), off on images; a resumed run keeps what it trained with, one from before the
     setting none."""
     import json
@@ -397,8 +397,8 @@ def test_the_novelty_bonus_is_on_for_vector_observations_and_off_for_images_unle
         plan = prepare(config, resume=resume)
         return config.loss.rnd_cost, plan.config.loss.rnd_cost, plan.loss_fn is not None
 
-    assert resolved() == (None, 100.0, True)                                  # CartPole's 4 floats
-    assert resolved("--env", "Taxi-v4") == (None, 100.0, True)                # a one-hot code
+    assert resolved() == (None, 10.0, True)                                   # CartPole's 4 floats
+    assert resolved("--env", "Taxi-v4") == (None, 10.0, True)                 # a one-hot code
     assert resolved("--env", "MinAtar/Breakout-v1") == (None, 0.0, False)     # 10x10x4 images
     assert resolved("--rnd-cost", "0") == (0.0, 0.0, False)
     assert resolved("--env", "MountainCar-v0", "--rnd-cost", "7") == (7.0, 7.0, True)
