@@ -209,7 +209,6 @@ def print_table(results: dict[str, list[dict]]) -> None:
                  "frames", "run s", "anchor"], rows))
 
 
-
 # A line style per seed in a figure of several settings: eight that tell apart at a glance
 # (matplotlib's four named ones repeat from a fifth seed on).
 _SEED_STYLES = ("-", "--", ":", "-.", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)), (0, (1, 4)),

@@ -32,6 +32,9 @@ It returns a `LossOutput(loss, sums, means)`:
   shard becomes the global batch's mean; shards are equal-sized).
 - `terms` (optional): scalar parts of `loss`, gradients kept, whose own gradient
   norms the learner reports as `grad_norm_<name>` when `loss_grad_norms` is on.
+  With `config.rnd_cost` > 0, `terms["rnd_loss"]` (the predictor's term, as
+  `impala_rep.rnd.rnd_loss_fn` reports it) is required: the learner refuses a
+  loss without it, which would train without the bonus.
 
 A metric is reduced by the group it is in, never by its name; a name may be in
 only one group. A loss function travels to the learner process by pickling:

@@ -370,17 +370,24 @@ def test_a_resumed_run_keeps_the_automatic_settings_it_trained_with(tmp_path):
     from impala_rep.config import TrainConfig
     from impala_rep.run.prepare import prepare
 
-    def resumed(run):
-        loss = prepare(TrainConfig.from_keys({"logdir": str(run)}), resume=True).config.loss
+    def resumed(run, **given):
+        config = TrainConfig.from_keys({"logdir": str(run), **given})
+        loss = prepare(config, resume=True).config.loss
         return loss.normalize_advantages, loss.rnd_cost
 
-    assert resumed(_fake_run(tmp_path / "a", normalize_advantages=False, rnd_cost=30.0)) == (False, 30.0)
+    run = _fake_run(tmp_path / "a", normalize_advantages=False, rnd_cost=30.0)
+    assert resumed(run) == (False, 30.0)
+    assert resumed(run, normalize_advantages=True, rnd_cost=5.0) == (True, 5.0)  # given: kept
     assert resumed(_fake_run(tmp_path / "b", normalize_advantages=True, rnd_cost=0.0)) == (True, 0.0)
-    old = _fake_run(tmp_path / "old")
-    data = json.loads((old / "config.json").read_text())
-    del data["loss"]["normalize_advantages"], data["loss"]["rnd_cost"]
-    (old / "config.json").write_text(json.dumps(data))
-    assert resumed(old) == (False, 0.0)  # config_json.BEFORE_THE_FIELD: what such runs did
+    # A config.json from before the settings, or with nulls: what runs without them did
+    # (config_json.BEFORE_THE_FIELD), never today's auto.
+    for name, edit in (("old", dict.pop), ("null", lambda loss, key: loss.update({key: None}))):
+        old = _fake_run(tmp_path / name)
+        data = json.loads((old / "config.json").read_text())
+        for key in ("normalize_advantages", "rnd_cost"):
+            edit(data["loss"], key)
+        (old / "config.json").write_text(json.dumps(data))
+        assert resumed(old) == (False, 0.0), name
 
 
 def test_the_novelty_bonus_is_on_for_vector_observations_and_off_for_images_unless_told(tmp_path):
