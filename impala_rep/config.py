@@ -105,14 +105,12 @@ class ActorConfig:
     """The actor processes: how many, how many envs each, how long an unroll is."""
 
     num_actors: int = _field(2, "actor processes (or threads, with --launcher local)")
-    # Many envs per policy call: one call costs ~0.5 ms whatever the batch.
-    envs_per_actor: int = _field(64, "environments each actor steps together")
+    envs_per_actor: int = _field(64, "environments each actor steps together")  # one policy call: ~0.5 ms, whatever B
     unroll_length: int = _field(20, "T, steps per unroll")
     max_actor_failures: int = _field(10, "actor failures (each replaced) tolerated within 10 "
                                          "minutes before the run stops")
-    # Far above an unroll (milliseconds to a second) and an actor's start-up (TF import
-    # and tracing, ~5-30 s on a loaded 2-core machine); waiting on a full learner queue
-    # does not count as silence.
+    # Far above an unroll and an actor's start-up (TF import and tracing, ~5-30 s on a loaded
+    # 2-core machine); waiting on a full learner queue does not count as silence.
     actor_timeout_s: float = _field(
         120.0, "an actor that sends no unroll for this long (start-up included; waiting on the "
                "learner's full queue is not silence) is treated as hung and replaced",
@@ -185,9 +183,8 @@ class LossConfig:
         0.2, "none: IMPALA's policy gradient; a number epsilon: APPO's clipped surrogate "
               "min(rA, clip(r, 1-epsilon, 1+epsilon)A) on V-trace advantages, r = pi/mu")
     kl_cost: float = _field(0.0, "weight of KL(behaviour policy || learner policy) in the loss")
-    # Auto from 2026-11-26's measurements (README, Learning per frame): with it every
-    # vector task of the suite learned as fast or faster (Taxi, CliffWalking and Acrobot's
-    # seed 2 only with it); MinAtar Breakout reached 10 sooner but ended lower.
+    # Auto from 2026-11-26's measurements (README, Learning per frame): every vector task
+    # learned as fast or faster; MinAtar Breakout reached 10 sooner but ended lower.
     normalize_advantages: bool | None = _field(
         None, "standardise the policy term's advantages over each batch (PPO's), so its "
               "size does not depend on the rewards' scale; none (auto): on for vector "
@@ -197,8 +194,7 @@ class LossConfig:
         True, "divide rewards by the running standard deviation of the discounted return, "
               "measured by the actors (before any clipping)")
     # Auto from 2026-11-27's measurements (README, "Exploration by default"): MountainCar
-    # learned only with it; gated to constant step costs, CartPole's, FrozenLake's and
-    # Blackjack's batches never see it (a bonus on every batch held CartPole below 475).
+    # learned only with it; gated, CartPole's batches never see it (it held CartPole < 475).
     rnd_cost: float | None = _field(
         None, "weight of random network distillation's novelty bonus, added to the (scaled) "
               "rewards: exploration for tasks whose reward random play never finds; 0: off; "
@@ -207,6 +203,10 @@ class LossConfig:
         True, "apply the novelty bonus only to batches whose rewards (episode ends aside) are one "
               "constant cost per step, as MountainCar's and Acrobot's -1; other batches train "
               "without it, and RND's networks are not run")
+    popart: bool = _field(False, "PopArt: the value head learns targets normalised by their running "
+                                 "mean and std, rescaled as those move so its values stay")
+    popart_step_size: float = _field(3e-4, "PopArt: how far the statistics move towards each "
+                                           "update's V-trace targets", metavar="BETA")
     reward_clipping: str = _field("none", "clip rewards to [-1, 1] in the learner (abs_one) "
                                              "or not (none)", choices=REWARD_CLIPPING)
     function: str | None = _field(
@@ -220,7 +220,8 @@ class LossConfig:
         _numbers(self, ("rnd_cost",), lambda v: v >= 0, "must be >= 0", optional=True)
         _numbers(self, ("clip_rho_threshold", "clip_pg_rho_threshold", "surrogate_clip"), lambda v: v > 0,
                  "must be > 0", optional=True)
-        _bools(self, "normalize_rewards", "rnd_step_costs_only")
+        _numbers(self, ("popart_step_size",), lambda v: 0 < v <= 1, "must be in (0, 1]")
+        _bools(self, "normalize_rewards", "rnd_step_costs_only", "popart")
         require(self.normalize_advantages is None or isinstance(self.normalize_advantages, bool),
                  "normalize_advantages", self.normalize_advantages, "must be True, False or None (auto)")
         require(self.reward_clipping in REWARD_CLIPPING, "reward_clipping", self.reward_clipping,

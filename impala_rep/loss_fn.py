@@ -35,6 +35,12 @@ It returns a `LossOutput(loss, sums, means)`:
   With `config.rnd_cost` > 0, `terms["rnd_loss"]` (the predictor's term, as
   `impala_rep.rnd.rnd_loss_fn` reports it) is required: the learner refuses a
   loss without it, which would train without the bonus.
+- `after_update` (optional): a callable `after_update(applied=...)` the learner calls inside
+  the same compiled step, on every replica, after applying the update (`applied`: a scalar
+  bool tensor, False where the learner refused a non-finite update): for state that follows
+  the update without gradients, as PopArt's statistics (`impala_rep.popart`). With
+  `config.popart`, `means["popart_scale"]` is required (the learner refuses a loss without
+  it, which would train without PopArt).
 
 A metric is reduced by the group it is in, never by its name; a name may be in
 only one group. A loss function travels to the learner process by pickling:
@@ -45,7 +51,7 @@ closure.
 from __future__ import annotations
 
 import types
-from typing import Any, Mapping, NamedTuple, Protocol
+from typing import Any, Callable, Mapping, NamedTuple, Protocol
 
 import tensorflow as tf
 
@@ -73,6 +79,7 @@ class LossOutput(NamedTuple):
       sums: `{name: scalar}` metrics summed over replicas.
       means: `{name: scalar}` metrics averaged over replicas.
       terms: `{name: scalar}` parts of `loss`, gradients kept, for per-part gradient norms.
+      after_update: None, or work for the learner to do after the update (`applied=`).
     """
 
     loss: tf.Tensor
@@ -81,6 +88,9 @@ class LossOutput(NamedTuple):
     # Optional: parts of `loss` (with their gradients) whose gradient norms the learner
     # reports as `grad_norm_<name>` when asked to (`Learner(loss_grad_norms=True)`).
     terms: Mapping[str, tf.Tensor] = _NO_METRICS
+    # Optional: called by the learner after it applied the update, in the same compiled step
+    # (`after_update(applied=<scalar bool tensor>)`); e.g. PopArt's statistics.
+    after_update: Callable[..., None] | None = None
 
 
 class LossFn(Protocol):
@@ -160,6 +170,9 @@ def check_loss_output(output: Any) -> None:
     if not isinstance(output, LossOutput):
         raise TypeError("loss_fn must return an impala_rep.LossOutput(loss, sums, means), "
                         f"got a {type(output).__name__}")
+    if output.after_update is not None and not callable(output.after_update):
+        raise TypeError("loss_fn's after_update must be None or a callable, got a "
+                        f"{type(output.after_update).__name__}")
     for name, term in output.terms.items():
         if getattr(term, "shape", None) is not None and len(term.shape) != 0:
             raise ValueError(f"loss_fn term {name!r} must be a scalar, got shape {term.shape}")

@@ -194,4 +194,5 @@ def rnd_loss_fn(*, rnd_cost: float, base_loss: Callable[..., LossOutput] | None 
                              # over the whole batch: a mean of the shards' roots would not be the root of the mean
                              "rnd_bonus_rms": tf.sqrt(batch_mean(tf.square(bonus))),
                              "rnd_on": tf.cast(on, total.dtype)},
-                      terms={**base.terms, "rnd_loss": predictor_loss})
+                      terms={**base.terms, "rnd_loss": predictor_loss},
+                      after_update=base.after_update)

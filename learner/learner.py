@@ -188,6 +188,13 @@ class Learner:
                                  "novelty bonus (no 'rnd_loss' term); give the Learner loss_fn="
                                  "functools.partial(impala_rep.rnd.rnd_loss_fn, rnd_cost=...), "
                                  "or use rnd_cost 0")
+            # A PopArtAgent under a loss that does not normalise (the default loss, say) would
+            # train without PopArt, silently.
+            if self._loss_config.popart and "popart_scale" not in output.means:
+                raise ValueError("bad popart True: the loss does not normalise the values (no "
+                                 "'popart_scale' metric); give the Learner impala_rep.popart."
+                                 "PopArtAgent(agent) and loss_fn=functools.partial(impala_rep."
+                                 "popart.popart_loss_fn, step_size=...), or popart False")
             loss = output.loss
             # The loss is a SUM over this replica's shard (as in the paper), but
             # gradients are MEAN-reduced over replicas. Scaling by the replica count
@@ -233,6 +240,8 @@ class Learner:
         # schedule at the optimizer's step counter, which apply_gradients advances).
         learning_rate = tf.cast(tf.convert_to_tensor(self._optimizer.learning_rate), tf.float32)
         self._optimizer.apply_reduced_gradients(zip(grads, variables))
+        if output.after_update is not None:  # e.g. PopArt's statistics, after the update
+            output.after_update(applied=finite)
         self._num_steps.assign_add(tf.cast(finite, tf.int64))
         metrics = {
             **{k: tf.cast(v, tf.float32) for k, v in metrics.items()},

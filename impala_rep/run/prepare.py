@@ -21,7 +21,7 @@ from impala_rep.config import AgentConfig, TrainConfig
 from impala_rep.run.errors import SetupError
 
 __all__ = ["RunPlan", "prepare", "check_logdir", "default_agent_factory", "agent_factory_for",
-           "resolve_auto_settings", "with_rnd", "AUTO_RND_COST"]
+           "resolve_auto_settings", "with_extensions", "with_popart", "with_rnd", "AUTO_RND_COST"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +61,39 @@ def agent_factory_for(config: TrainConfig, env_spec, *,
         agent_spec=config.agent.factory, loss_spec=None, agent=agent, loss=None,
         observation_shape=env_spec.observation_shape, num_actions=env_spec.num_actions)
     factory = factory if factory is not None else _builtin_agent_factory(config, env_spec)
-    return with_rnd(config, env_spec, agent_factory=factory, loss=None)[0]
+    return with_extensions(config, env_spec, agent_factory=factory, loss=None)[0]
+
+
+def with_extensions(config: TrainConfig, env_spec, *, agent_factory: Callable[[], Any],
+                    loss: Callable[..., Any] | None) -> tuple[Callable[[], Any], Callable[..., Any] | None]:
+    """The agent factory and loss with what the config adds to any agent and loss: PopArt
+    (`with_popart`), then random network distillation (`with_rnd`), which sees PopArt's agent
+    and loss as the run's own."""
+    agent_factory, loss = with_popart(config, agent_factory=agent_factory, loss=loss)
+    return with_rnd(config, env_spec, agent_factory=agent_factory, loss=loss)
+
+
+def with_popart(config: TrainConfig, *, agent_factory: Callable[[], Any],
+                loss: Callable[..., Any] | None) -> tuple[Callable[[], Any], Callable[..., Any] | None]:
+    """The agent factory and loss with PopArt's head and value normalisation (`impala_rep.popart`)
+    when `config.loss.popart`, else both unchanged; picklable and TensorFlow-free until called."""
+    if not config.loss.popart:
+        return agent_factory, loss
+    return (functools.partial(_popart_agent, policy=agent_factory),
+            functools.partial(_popart_loss, step_size=float(config.loss.popart_step_size),
+                              base_loss=loss))
+
+
+def _popart_agent(*, policy: Callable[[], Any]) -> Any:
+    from impala_rep.popart import PopArtAgent
+
+    return PopArtAgent(policy())
+
+
+def _popart_loss(**kwargs: Any) -> Any:
+    from impala_rep.popart import popart_loss_fn
+
+    return popart_loss_fn(**kwargs)
 
 
 def with_rnd(config: TrainConfig, env_spec, *, agent_factory: Callable[[], Any],
@@ -217,7 +249,7 @@ def prepare(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
                             observation_shape=env_spec.observation_shape,
                             observation_dtype=env_spec.observation_dtype,
                             num_actions=env_spec.num_actions, config=config.loss)
-        agent_factory, loss = with_rnd(config, env_spec, agent_factory=agent_factory, loss=loss)
+        agent_factory, loss = with_extensions(config, env_spec, agent_factory=agent_factory, loss=loss)
     except ValueError as err:
         raise SetupError(str(err)) from None
     return RunPlan(config=config, observation_shape=tuple(env_spec.observation_shape),

@@ -24,9 +24,10 @@ __all__ = ["LOCKED_KEYS", "load_run_config", "resumed_config", "check_resumable"
 
 # The env id, every field of the agent group (a field added there is locked too), and reward
 # scaling: its running moments are part of the checkpoint only when it is on, and the
-# values the agent learned are in its units; the optimizer, whose slots the checkpoint holds.
+# values the agent learned are in its units; PopArt, whose head and statistics are in the
+# checkpoint only when it is on; the optimizer, whose slots the checkpoint holds.
 LOCKED_KEYS = (("env",) + tuple(field.key for field in config_fields() if field.group == "agent")
-               + ("normalize_rewards", "optimizer"))
+               + ("normalize_rewards", "popart", "optimizer"))
 
 # The file CheckpointManager keeps in LOGDIR/checkpoints, naming the newest checkpoint.
 _CHECKPOINT_INDEX = pathlib.Path("checkpoints") / "checkpoint"

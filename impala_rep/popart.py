@@ -1,0 +1,211 @@
+"""PopArt (van Hasselt et al. 2016; for IMPALA, Hessel et al. 2019): the value head learns
+targets normalised by their running mean and standard deviation, and is rescaled whenever
+those move, so the values it stands for stay exactly what they were.
+
+`--popart` (`LossConfig.popart`) turns it on; `impala_rep.run.prepare` wraps the run's agent in
+a `PopArtAgent` and its loss in `popart_loss_fn`.
+
+- `PopArtAgent` composes any agent (built-in or the user's) with a scalar affine head on its
+  baseline `h`: the normalised value is `n = w h + b` and the value the agent reports (to the
+  actors, for time-limit bootstraps; to the loss) is `v = sigma n + mu`. PopArt acts on that
+  head, so it needs nothing from the agent's layers; `w`, `b` start at 1, 0 and `mu`, `sigma` at
+  0, 1, so a new `PopArtAgent` is its agent. The statistics (mean and second moment of the
+  targets) are checkpointed as non-trainable state and published with the weights.
+- `popart_loss_fn` gives its base loss (the IMPALA loss by default) the values and rewards in
+  normalised units: `n = (v - mu) / sigma` and `(r + discount mu - mu) / sigma`. V-trace is
+  affine in them, so the targets are `(vs - mu) / sigma` and the advantages are divided by
+  sigma: the value loss no longer grows with the return's scale, and the policy's steps do not
+  either.
+- After the update (`LossOutput.after_update`), the statistics move towards the batch's
+  V-trace targets with step size `step_size`, and `w`, `b` are rescaled to keep `v`
+  (`preserved_head`). Hessel et al. update the statistics before the step; updating them after
+  it (as most implementations do) keeps the whole step one gradient computation.
+
+Statistics are over the whole batch (every replica's shard), so N replicas update as one.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from impala_rep import vtrace
+from impala_rep.agent import AgentInputs, weights_of, assign_weights
+from impala_rep.loss_fn import LossOutput, impala_loss_fn
+from impala_rep.losses import batch_mean
+from impala_rep.shapes import assert_shape
+
+__all__ = ["PopArtAgent", "popart_loss_fn", "updated_moments", "scale_of", "preserved_head",
+           "SCALE_BOUNDS"]
+
+# The standard deviation's bounds (Hessel et al.'s): never 0, never beyond float32's comfort.
+SCALE_BOUNDS = (1e-4, 1e6)
+
+
+def updated_moments(*, mean: Any, second_moment: Any, targets: Any,
+                    step_size: float) -> tuple[tf.Tensor, tf.Tensor]:
+    """The running mean and second moment moved towards `targets`' (`[T, B]`, the whole
+    batch's: every replica's shard) by `step_size`: `m + step_size * (batch_mean - m)`."""
+    targets = tf.convert_to_tensor(targets, tf.float32)
+    assert_shape("targets", targets, ("T", "B"))
+    beta = tf.constant(step_size, tf.float32)
+    mean = tf.convert_to_tensor(mean, tf.float32)
+    second_moment = tf.convert_to_tensor(second_moment, tf.float32)
+    return (mean + beta * (batch_mean(targets) - mean),
+            second_moment + beta * (batch_mean(tf.square(targets)) - second_moment))
+
+
+def scale_of(*, mean: Any, second_moment: Any) -> tf.Tensor:
+    """sigma = sqrt(second_moment - mean^2), within `SCALE_BOUNDS`."""
+    low, high = SCALE_BOUNDS
+    variance = tf.convert_to_tensor(second_moment, tf.float32) - tf.square(mean)
+    return tf.sqrt(tf.clip_by_value(variance, low ** 2, high ** 2))
+
+
+def preserved_head(*, weight: Any, bias: Any, old_mean: Any, old_scale: Any, new_mean: Any,
+                   new_scale: Any) -> tuple[tf.Tensor, tf.Tensor]:
+    """`(w', b')` with `new_scale (w' h + b') + new_mean == old_scale (w h + b) + old_mean` for
+    every `h`: PopArt's "preserving outputs precisely"."""
+    return (weight * old_scale / new_scale,
+            (old_scale * bias + old_mean - new_mean) / new_scale)
+
+
+def _mirrored_scalar(value: float, name: str, trainable: bool) -> tf.Variable:
+    # Assigned inside the replicated step with the value every replica computed alike (from
+    # whole-batch statistics): the first replica's is kept, as the learner's step counter is.
+    return tf.Variable(value, dtype=tf.float32, trainable=trainable, name=name,
+                       aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+
+
+class PopArtAgent:
+    """`policy` (any `impala_rep.Agent`) whose baseline goes through PopArt's head.
+
+    Its `baseline` is the unnormalised value `sigma (w h + b) + mu` (`h`: the policy's
+    baseline); its weights are the policy's, `w` and `b`, then the statistics (mean, second
+    moment), so actors compute the same values the learner does."""
+
+    def __init__(self, policy: Any):
+        self.policy = policy
+        self.num_actions = policy.num_actions
+        self._head: list[tf.Variable] = []
+        self._moments: list[tf.Variable] = []
+
+    def initial_state(self, batch_size: int) -> Any:
+        return self.policy.initial_state(batch_size)
+
+    def build(self, observation_shape: Sequence[int]) -> None:
+        self.policy.build(observation_shape)
+        if not self._head:  # made here: the learner builds its agent inside the replicator's scope
+            self._head = [_mirrored_scalar(1.0, "popart_weight", True),
+                          _mirrored_scalar(0.0, "popart_bias", True)]
+            self._moments = [_mirrored_scalar(0.0, "popart_mean", False),
+                             _mirrored_scalar(1.0, "popart_second_moment", False)]
+
+    @property
+    def statistics(self) -> tuple[tf.Tensor, tf.Tensor]:
+        """`(mu, sigma)` as they are now."""
+        mean, second_moment = (tf.convert_to_tensor(v) for v in self._moments)
+        return mean, scale_of(mean=mean, second_moment=second_moment)
+
+    def _values(self, normalised_head_input: tf.Tensor) -> tf.Tensor:
+        weight, bias = self._head
+        mean, scale = self.statistics
+        return scale * (weight * normalised_head_input + bias) + mean
+
+    def step(self, inputs: AgentInputs, state: Any):
+        output, state = self.policy.step(inputs, state)
+        return output._replace(baseline=self._values(output.baseline)), state
+
+    def unroll(self, inputs: AgentInputs, state: Any):
+        output, state = self.policy.unroll(inputs, state)
+        return output._replace(baseline=self._values(output.baseline)), state
+
+    def update_statistics(self, *, targets: Any, step_size: float, applied: Any = True) -> None:
+        """Moves the statistics towards `targets` (unnormalised, `[T, B]`) and rescales the head
+        so the values stay; nothing changes where `applied` is False (an update the learner
+        refused). Call where `targets`' whole batch is visible (inside the replicated step)."""
+        weight, bias = self._head
+        mean, second_moment = self._moments
+        old_mean, old_scale = self.statistics
+        new_mean, new_second = updated_moments(mean=old_mean, second_moment=second_moment,
+                                               targets=targets, step_size=step_size)
+        new_scale = scale_of(mean=new_mean, second_moment=new_second)
+        new_weight, new_bias = preserved_head(weight=weight, bias=bias, old_mean=old_mean,
+                                              old_scale=old_scale, new_mean=new_mean,
+                                              new_scale=new_scale)
+        # tf.where, not tf.cond: an assign of a mirrored variable cannot sit in a cond branch.
+        applied = tf.convert_to_tensor(applied, tf.bool)
+        for variable, value in ((weight, new_weight), (bias, new_bias), (mean, new_mean),
+                                (second_moment, new_second)):
+            variable.assign(tf.where(applied, value, tf.convert_to_tensor(variable)))
+
+    @property
+    def trainable_variables(self) -> list[tf.Variable]:
+        return [*self.policy.trainable_variables, *self._head]
+
+    @property
+    def non_trainable_variables(self) -> list[tf.Variable]:
+        return [*getattr(self.policy, "non_trainable_variables", ()), *self._moments]
+
+    def _published(self) -> list[tf.Variable]:
+        return [*self.trainable_variables, *self._moments]
+
+    def get_weights(self) -> list[np.ndarray]:
+        # The policy's own weights as it publishes them (batch-norm statistics included), then
+        # PopArt's head and statistics.
+        return [*self.policy.get_weights(), *weights_of([*self._head, *self._moments])]
+
+    def set_weights(self, weights: Sequence[np.ndarray]) -> None:
+        own = len(self._head) + len(self._moments)
+        self.policy.set_weights(list(weights[:-own]))
+        assign_weights([*self._head, *self._moments], list(weights[-own:]))
+
+
+def popart_loss_fn(*, step_size: float, base_loss: Callable[..., LossOutput] | None = None,
+                   agent: PopArtAgent, outputs: Any, behaviour_logits: Any, actions: Any,
+                   rewards: Any, discounts: Any, config: Any, **tensors: Any) -> LossOutput:
+    """`base_loss` (None: `impala_loss_fn`; given `agent.policy`) on normalised values and
+    rewards, then PopArt's statistics update after the step. Keywords as `impala_rep.loss_fn`
+    documents; `agent` a `PopArtAgent`.
+
+    Metrics (means): `popart_mean`, `popart_scale` (the statistics this step normalised with).
+    The base loss's `value_mean` is in normalised units."""
+    base_loss = impala_loss_fn if base_loss is None else base_loss
+    values = tf.convert_to_tensor(outputs.baseline, tf.float32)
+    rewards = tf.convert_to_tensor(rewards, tf.float32)
+    discounts = tf.convert_to_tensor(discounts, tf.float32)
+    dims: dict = {}
+    assert_shape("outputs.baseline", values, ("T+1", "B"), dims=dims)
+    assert_shape("rewards", rewards, ("T", "B"), dims=dims)
+    assert_shape("discounts", discounts, ("T", "B"), dims=dims)
+    mean, scale = agent.statistics
+    mean, scale = tf.stop_gradient(mean), tf.stop_gradient(scale)
+    # V-trace is affine in the values and rewards: these give targets (vs - mu) / sigma.
+    normalised = outputs._replace(baseline=(values - mean) / scale)
+    base = base_loss(agent=agent.policy, outputs=normalised, behaviour_logits=behaviour_logits,
+                     actions=actions, rewards=(rewards + (discounts - 1.0) * mean) / scale,
+                     discounts=discounts, config=config, **tensors)
+    # The statistics follow the unnormalised targets, which V-trace gives again (cheap at [T, B]).
+    logits = tf.convert_to_tensor(outputs.policy_logits, tf.float32)
+    targets = tf.stop_gradient(vtrace.from_logits(
+        behaviour_policy_logits=behaviour_logits, target_policy_logits=logits[:-1], actions=actions,
+        discounts=discounts, rewards=rewards, values=values[:-1], bootstrap_value=values[-1],
+        clip_rho_threshold=config.clip_rho_threshold,
+        clip_pg_rho_threshold=config.clip_pg_rho_threshold, lambda_=config.lambda_).vs)
+    update = functools.partial(agent.update_statistics, targets=targets, step_size=step_size)
+    return base._replace(means={**base.means, "popart_mean": mean, "popart_scale": scale},
+                         after_update=_chain(base.after_update, update))
+
+
+def _chain(first: Callable[..., None] | None, then: Callable[..., None]) -> Callable[..., None]:
+    """`then`, after `first` if there is one (a base loss's own after-update work)."""
+    if first is None:
+        return lambda *, applied: then(applied=applied)
+
+    def both(*, applied):
+        first(applied=applied)
+        then(applied=applied)
+    return both
