@@ -20,7 +20,7 @@ from impala_rep.envs.factory import describe_env, make_vector_env
 from impala_rep.learner.checkpointing import RunCheckpoint, RunCounters
 from impala_rep.learner.learner import Learner
 from impala_rep.run.evaluation import EvaluationIncomplete, evaluate_run
-from impala_rep.run.prepare import agent_factory_for
+from impala_rep.run.prepare import agent_factory_for, resolve_auto_settings
 
 # Registered with a 200-step limit and played through gymnasium's SyncVectorEnv (sub-env i
 # seeded seed + i), so a reference can seed its own envs alike.
@@ -31,11 +31,13 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*The environment CartPole-v0 is
 def saved_run(logdir, *, env=ENV, steps_trained=1234, weight_seed=3):
     """A run folder as `train` leaves it (config.json, a checkpoint) for a learner whose
     weights are random but fixed; returns the learner's agent."""
-    config = TrainConfig.from_keys({"env": env, "logdir": str(logdir), "hidden_sizes": (16,)})
+    spec = describe_env(env)
+    # Resolved, as `train` writes it: auto settings (the novelty bonus's weight) made concrete.
+    config = resolve_auto_settings(TrainConfig.from_keys(
+        {"env": env, "logdir": str(logdir), "hidden_sizes": (16,)}), spec.observation_shape)
     logdir.mkdir()
     (logdir / "config.json").write_text(json.dumps(config.to_json()))
     tf.keras.utils.set_random_seed(weight_seed)
-    spec = describe_env(env)
     agent = agent_factory_for(config, spec)()
     learner = Learner(agent=agent, replicator=Replicator("cpu"),
                       observation_shape=spec.observation_shape, total_steps=10,

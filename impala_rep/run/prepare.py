@@ -53,8 +53,9 @@ def default_agent_factory(agent: AgentConfig, observation_shape, num_actions: in
 def agent_factory_for(config: TrainConfig, env_spec, *,
                       agent: Callable[[], Any] | None = None) -> Callable[[], Any]:
     """The run's agent builder: `agent` (given to `train()`) or the `--agent` factory (not
-    both), else the configured built-in agent (`impala-rep evaluate` builds the agent a run
-    trained)."""
+    both), else the configured built-in agent, with what `config` adds to any agent
+    (`with_extensions`; its auto settings resolved). `impala-rep evaluate` builds the agent a run
+    trained from its config.json."""
     from impala_rep.run.user_code import resolve_agent_and_loss
 
     factory, _ = resolve_agent_and_loss(
@@ -99,10 +100,11 @@ def _popart_loss(**kwargs: Any) -> Any:
 def with_rnd(config: TrainConfig, env_spec, *, agent_factory: Callable[[], Any],
              loss: Callable[..., Any] | None) -> tuple[Callable[[], Any], Callable[..., Any] | None]:
     """The agent factory and loss with random network distillation's networks and bonus
-    (`impala_rep.rnd`) when `config.loss.rnd_cost` (auto resolved for `env_spec`) > 0, else
-    both unchanged. Picklable, and TensorFlow-free until built or called (the driver imports
-    no TensorFlow)."""
-    cost = resolve_auto_settings(config, env_spec.observation_shape).loss.rnd_cost
+    (`impala_rep.rnd`) when `config.loss.rnd_cost` > 0, else both unchanged (None, auto, is
+    off here: `config` is one `resolve_auto_settings` made concrete, as `prepare` and a run's
+    config.json give it). Picklable, and TensorFlow-free until built or called (the driver
+    imports no TensorFlow)."""
+    cost = config.loss.rnd_cost
     if not cost:
         return agent_factory, loss
     if len(env_spec.observation_shape) != 1:
