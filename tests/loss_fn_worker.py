@@ -67,7 +67,22 @@ def _step_costs(batch, seed):
     return batch._replace(prev_rewards=prev_rewards)
 
 
-CASES = {"custom_agent": _custom_agent, "rnd": _rnd, "rnd_step_costs": _rnd_step_costs}
+def _make_popart_agent(*, observation_shape, num_actions):
+    from impala_rep import MLPAgent
+    from impala_rep.popart import PopArtAgent
+
+    return PopArtAgent(MLPAgent(num_actions=num_actions))
+
+
+def _popart():
+    from impala_rep.popart import popart_loss_fn
+
+    # A large step size, so that statistics of one shard instead of the batch would show.
+    return _make_popart_agent, functools.partial(popart_loss_fn, step_size=0.1), (4,), 2, 0.5
+
+
+CASES = {"custom_agent": _custom_agent, "rnd": _rnd, "rnd_step_costs": _rnd_step_costs,
+         "popart": _popart}
 BATCHES = {"rnd_step_costs": _step_costs}  # the rest train on random unrolls as they are
 
 

@@ -73,6 +73,7 @@ def test_demo_trains_replicated_and_matches_one_device():
         (["train", "--report-every", "0"], "bad report_every 0.0: must be a positive number"),
         (["train", "--preset", "pong"], "argument --preset: invalid choice: 'pong'"),
         (["train", "--rnd-cost", "-1"], "bad rnd_cost -1.0: must be >= 0"),
+        (["train", "--popart-step-size", "0"], "bad popart_step_size 0.0: must be in (0, 1]"),
         (["train", "--env", "MinAtar/Breakout-v1", "--rnd-cost", "1", "--logdir", "{tmp}/run"],
          "bad rnd_cost 1.0: the novelty bonus needs vector observations, got shape (10, 10, 4)"),
     ],
@@ -194,6 +195,8 @@ def _fake_run(path, **changes):
                                          "trained with optimizer 'rmsprop'"),
         ("run", ["--rnd-cost", "0"], "cannot resume with rnd_cost 0.0: the checkpoint was "
                                      "trained with rnd_cost 10.0, and the novelty bonus cannot"),
+        ("run", ["--popart"], "cannot resume with popart True: the checkpoint was trained with "
+                              "popart False"),
         ("run", ["--preset", "atari"], "--preset cannot be combined with --resume"),
         ("run", ["--logdir", "{tmp}/other"], "differs from --resume"),
         ("run", ["--num-actors", "0"], "expected a positive integer, got 0"),
@@ -308,10 +311,10 @@ def test_locked_keys_are_the_env_and_the_whole_agent_group():
     from impala_rep.config import config_fields
     from impala_rep.run.resume import LOCKED_KEYS
 
-    assert set(LOCKED_KEYS) == {"env", "normalize_rewards", "optimizer"} | {
+    assert set(LOCKED_KEYS) == {"env", "normalize_rewards", "popart", "optimizer"} | {
         f.key for f in config_fields() if f.group == "agent"}
     assert set(LOCKED_KEYS) == {"env", "network", "use_lstm", "hidden_sizes", "scale_observations",
-                                "agent", "normalize_rewards", "optimizer"}
+                                "agent", "normalize_rewards", "popart", "optimizer"}
 
 
 def test_check_resumable_takes_several_learner_hosts_and_refuses_another_agent(tmp_path):

@@ -1,0 +1,235 @@
+"""PopArt (`--popart`, impala_rep/popart.py): the statistics and the preserved head against
+numpy, the normalised loss against the IMPALA loss in units of sigma, a learner step against a
+manual update, a refused update, and the option through the train command."""
+
+import functools
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from random_unrolls import random_unroll
+
+from impala_rep import Learner, LossConfig, MLPAgent, OptimizerConfig, Replicator
+from impala_rep.agent import AgentInputs
+from impala_rep.learner.learner import NonFiniteError
+from impala_rep.loss_fn import impala_loss_fn
+from impala_rep.losses import impala_loss_terms
+from impala_rep.popart import (PopArtAgent, popart_loss_fn, preserved_head, scale_of,
+                               updated_moments)
+from impala_rep.vtrace import from_logits
+
+T, B, A, OBS = 5, 4, 3, 2
+BETA = 0.1                                       # large, so one step's move shows
+MEAN, SCALE, WEIGHT, BIAS = 2.0, 1.5, 0.7, 0.3   # a head and statistics far from the start
+
+
+def test_the_statistics_move_towards_the_batch_and_the_head_keeps_every_value():
+    rng = np.random.default_rng(0)
+    targets = rng.normal(3.0, 2.0, size=(T, B)).astype(np.float32)
+    mean, second = updated_moments(mean=1.0, second_moment=5.0, targets=targets, step_size=BETA)
+    assert float(mean) == pytest.approx(1.0 + BETA * (targets.mean() - 1.0), rel=1e-6)
+    assert float(second) == pytest.approx(5.0 + BETA * ((targets ** 2).mean() - 5.0), rel=1e-6)
+    assert float(scale_of(mean=mean, second_moment=second)) == pytest.approx(
+        np.sqrt(float(second) - float(mean) ** 2), rel=1e-6)
+    assert float(scale_of(mean=3.0, second_moment=9.0)) == pytest.approx(1e-4)  # bounded below
+
+    h = rng.normal(size=100).astype(np.float32)
+    weight, bias = preserved_head(weight=WEIGHT, bias=BIAS, old_mean=MEAN, old_scale=SCALE,
+                                  new_mean=float(mean), new_scale=4.0)
+    np.testing.assert_allclose(4.0 * (float(weight) * h + float(bias)) + float(mean),
+                               SCALE * (WEIGHT * h + BIAS) + MEAN, rtol=1e-5, atol=1e-5)
+
+
+def _agent(seed=0):
+    """A built PopArtAgent whose weights are drawn from `seed`, with the head and statistics
+    above (the same in every call with the same seed)."""
+    agent = PopArtAgent(MLPAgent(num_actions=A))
+    agent.build((OBS,))
+    return _set(agent, seed)
+
+
+def _learner(**kwargs):
+    """A Learner of a PopArtAgent with `_agent()`'s values (built by the Learner, inside its
+    replicator's scope)."""
+    learner = Learner(agent=PopArtAgent(MLPAgent(num_actions=A)), replicator=Replicator("cpu"),
+                      observation_shape=(OBS,), total_steps=10, **kwargs)
+    _set(learner.agent, 0)
+    return learner
+
+
+def _set(agent, seed):
+    rng = np.random.default_rng(seed)
+    for variable in agent.policy.trainable_variables:
+        variable.assign(rng.normal(scale=0.5, size=variable.shape).astype(np.float32))
+    weight, bias = agent.trainable_variables[-2:]
+    weight.assign(WEIGHT)
+    bias.assign(BIAS)
+    mean, second = agent.non_trainable_variables
+    mean.assign(MEAN)
+    second.assign(SCALE ** 2 + MEAN ** 2)
+    return agent
+
+
+def _inputs(batch):
+    return AgentInputs(batch.observations, batch.prev_actions, batch.prev_rewards, batch.first)
+
+
+def _transitions(batch, config):
+    """V-trace's rewards and discounts, written out (the learner's `vtrace_inputs`)."""
+    discounts = config.discount * (1.0 - (batch.terminated | batch.truncated)).astype(np.float32)
+    cut = batch.truncated & ~batch.terminated
+    rewards = batch.rewards + np.where(cut, config.discount * batch.truncation_values, 0)
+    return rewards.astype(np.float32), discounts.astype(np.float32)
+
+
+def _unnormalised_terms(agent, batch, config):
+    """The IMPALA loss's weighted parts on the agent's own (unnormalised) values."""
+    rewards, discounts = _transitions(batch, config)
+    out, _ = agent.unroll(_inputs(batch), ())
+    _, _, _, terms = impala_loss_terms(
+        target_logits=out.policy_logits[:-1], behaviour_logits=batch.behaviour_logits,
+        actions=batch.actions, values=out.baseline[:-1], bootstrap_value=out.baseline[-1],
+        rewards=rewards, discounts=discounts, baseline_cost=config.baseline_cost,
+        entropy_cost=config.entropy_cost, surrogate_clip=config.surrogate_clip)
+    return terms, out
+
+
+@pytest.mark.parametrize("surrogate_clip", [None, 0.2])
+def test_the_normalised_loss_is_the_impala_loss_in_units_of_sigma(surrogate_clip):
+    """Values and rewards normalised: the advantages are divided by sigma and the value
+    error too, so the policy term is 1/sigma of the IMPALA loss's and the value term 1/sigma^2."""
+    config = LossConfig(surrogate_clip=surrogate_clip, entropy_cost=0.01)
+    agent = _agent()
+    batch = random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=1)
+    terms, out = _unnormalised_terms(agent, batch, config)
+    rewards, discounts = _transitions(batch, config)
+    got = popart_loss_fn(step_size=BETA, agent=agent, inputs=_inputs(batch), outputs=out,
+                         behaviour_logits=batch.behaviour_logits, actions=batch.actions,
+                         rewards=rewards, discounts=discounts, config=config)
+    assert float(got.terms["pg_loss"]) == pytest.approx(float(terms["pg_loss"]) / SCALE, rel=1e-4)
+    assert float(got.terms["baseline_loss"]) == pytest.approx(
+        float(terms["baseline_loss"]) / SCALE ** 2, rel=1e-4)
+    assert float(got.terms["entropy_loss"]) == pytest.approx(float(terms["entropy_loss"]), rel=1e-5)
+    assert (float(got.means["popart_mean"]), float(got.means["popart_scale"])) == pytest.approx(
+        (MEAN, SCALE), rel=1e-6)
+    # The same loss without PopArt is the IMPALA loss, which differs: the test has teeth.
+    plain = impala_loss_fn(agent=agent, inputs=_inputs(batch), outputs=out,
+                           behaviour_logits=batch.behaviour_logits, actions=batch.actions,
+                           rewards=rewards, discounts=discounts, config=config)
+    assert abs(float(plain.terms["baseline_loss"]) - float(got.terms["baseline_loss"])) > 1e-2
+
+
+def test_a_learner_step_is_sgd_on_the_normalised_loss_then_the_statistics_move_and_values_stay():
+    lr, config = 0.01, LossConfig(popart=True)
+    learner = _learner(loss=config, optimizer=OptimizerConfig(max_grad_norm=None),
+                       make_optimizer=lambda: tf.keras.optimizers.SGD(lr),
+                       loss_fn=functools.partial(popart_loss_fn, step_size=BETA))
+    batch = random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=2)
+    # Actors get the statistics with the weights: they report the values the learner does.
+    assert len(learner.get_weights()[1]) == len(learner.agent.trainable_variables) + 2
+
+    # By hand: SGD on pg / sigma + baseline / sigma^2 + entropy, then the statistics moved
+    # towards the V-trace targets of the values before the step, and the head rescaled.
+    agent = _agent()
+    with tf.GradientTape() as tape:
+        terms, out = _unnormalised_terms(agent, batch, config)
+        loss = terms["pg_loss"] / SCALE + terms["baseline_loss"] / SCALE ** 2 + terms["entropy_loss"]
+    grads = tape.gradient(loss, agent.trainable_variables)
+    for variable, grad in zip(agent.trainable_variables, grads):
+        variable.assign_sub(lr * grad)
+    rewards, discounts = _transitions(batch, config)
+    targets = from_logits(behaviour_policy_logits=batch.behaviour_logits,
+                          target_policy_logits=out.policy_logits[:-1], actions=batch.actions,
+                          discounts=discounts, rewards=rewards, values=out.baseline[:-1],
+                          bootstrap_value=out.baseline[-1]).vs.numpy()
+    mean = MEAN + BETA * (targets.mean() - MEAN)
+    second = SCALE ** 2 + MEAN ** 2 + BETA * ((targets ** 2).mean() - SCALE ** 2 - MEAN ** 2)
+    scale = np.sqrt(second - mean ** 2)
+    stepped_values = agent.unroll(_inputs(batch), ())[0].baseline.numpy()  # old statistics
+    weight, bias = (v.numpy() for v in agent.trainable_variables[-2:])
+    expected = [v.numpy() for v in agent.trainable_variables[:-2]] + [
+        weight * SCALE / scale, (SCALE * bias + MEAN - mean) / scale]
+
+    learner.step(batch)
+
+    for got, want in zip(learner.agent.trainable_variables, expected):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose([v.numpy() for v in learner.agent.non_trainable_variables],
+                               [mean, second], rtol=1e-5)
+    assert abs(scale - SCALE) > 1e-2  # the statistics moved...
+    np.testing.assert_allclose(  # ...and the values the stepped weights give did not
+        learner.agent.unroll(_inputs(batch), ())[0].baseline.numpy(), stepped_values,
+        rtol=1e-4, atol=1e-4)
+
+
+def test_a_refused_update_leaves_the_statistics_and_the_head_alone():
+    learner = _learner(loss=LossConfig(popart=True),
+                       loss_fn=functools.partial(popart_loss_fn, step_size=BETA))
+    batch = random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=3)
+    rewards = batch.rewards.copy()
+    rewards[0, 0] = np.nan
+    before = [v.numpy() for v in learner.agent.non_trainable_variables + learner.agent.trainable_variables]
+    with pytest.raises(NonFiniteError):
+        learner.step(batch._replace(rewards=rewards))
+    after = [v.numpy() for v in learner.agent.non_trainable_variables + learner.agent.trainable_variables]
+    for b, a in zip(before, after):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_learner_asked_for_popart_without_its_loss_refuses_it():
+    learner = _learner(loss=LossConfig(popart=True))  # the default loss
+    with pytest.raises(ValueError, match="bad popart True: the loss does not normalise the values"):
+        learner.step(random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=4))
+    assert learner.num_steps == 0
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "impala_rep", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_popart_with_the_novelty_bonus_trains_resumes_and_evaluates_through_the_commands(tmp_path):
+    """MountainCar: PopArt under random network distillation (auto on for vectors), each
+    wrapping the run's agent and loss; the statistics come back from the checkpoint."""
+    run = tmp_path / "run"
+    proc = _cli("train", "--env", "MountainCar-v0", "--total-frames", "6400", "--popart",
+                "--popart-step-size", "0.001", "--launcher", "local", "--num-actors", "1",
+                "--envs-per-actor", "8", "--batch-size", "8", "--logdir", str(run))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads((run / "config.json").read_text())["loss"]["popart"] is True
+    first = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    last = [r for r in first if r.get("loss") is not None][-1]
+    # MountainCar's -1 a step: the statistics have left their start (0, 1), and RND ran.
+    assert last["popart_mean"] < -0.01 and last["popart_scale"] != 1.0, last
+    assert last["rnd_on"] > 0
+    proc = _cli("train", "--resume", str(run), "--total-frames", "9600")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    resumed = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()[len(first):]]
+    trained = [r for r in resumed if r.get("loss") is not None]
+    # Restored, not restarted at (0, 1): at a step size of 0.001 the mean moves 0.1% of the
+    # way a step, so a restart could not be back within 80% of it by the first report.
+    assert trained and trained[0]["popart_mean"] < 0.8 * last["popart_mean"] < 0, (last, trained[0])
+    proc = _cli("evaluate", str(run), "--episodes", "2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "greedy policy, 2 episodes" in proc.stdout
+
+
+def test_the_wrapped_agent_and_loss_pickle_without_tensorflow():
+    code = """
+import pickle, sys
+from impala_rep.config import TrainConfig
+from impala_rep.envs.factory import describe_env
+from impala_rep.run.prepare import agent_factory_for, with_extensions
+config = TrainConfig.from_keys({"env": "MountainCar-v0", "popart": True, "rnd_cost": 10.0})
+spec = describe_env("MountainCar-v0")
+base = agent_factory_for(config.replace({"popart": False, "rnd_cost": 0.0}), spec)
+agent, loss = pickle.loads(pickle.dumps(with_extensions(config, spec, agent_factory=base, loss=None)))
+assert "tensorflow" not in sys.modules, "the driver imported TensorFlow"
+print(type(agent()).__name__, type(agent().policy).__name__, type(agent().policy.policy).__name__)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["RNDAgent", "PopArtAgent", "MLPAgent"]
