@@ -295,7 +295,8 @@ def impala_loss_terms(
       ``rho > clip_rho_threshold``; 0 when that is ``None``), ``rho_mean``,
       ``advantage_mean``, ``value_mean``, ``kl`` (``KL(mu || pi)`` per step),
       ``value_explained_variance`` (of ``vs`` by the values; a ratio of variances,
-      so over replicas it is the mean of the shards', not the batch's) and, with
+      so over replicas it is the mean of the shards', not the batch's),
+      ``vtrace_target_mean`` and ``vtrace_target_square_mean`` (of ``vs``) and, with
       ``surrogate_clip``, ``surrogate_clipped_fraction`` (steps whose ratio is
       outside ``[1 - epsilon, 1 + epsilon]``).
     """
@@ -363,6 +364,9 @@ def impala_loss_terms(
             "value_mean": tf.reduce_mean(values),
             "kl": kl / num_steps,
             "value_explained_variance": explained_variance(values=values, targets=vt.vs),
+            # The targets' first two moments: what PopArt's statistics follow (impala_rep.popart).
+            "vtrace_target_mean": tf.reduce_mean(vt.vs),
+            "vtrace_target_square_mean": tf.reduce_mean(tf.square(vt.vs)),
         }
         if surrogate_clip is not None:
             means["surrogate_clipped_fraction"] = tf.reduce_mean(tf.cast(

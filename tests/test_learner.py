@@ -93,7 +93,7 @@ def test_step_equals_manual_sgd_update(replicator, loss_config):
     assert metrics["learning_rate"] == pytest.approx(lr)
     expected = {"loss", "pg_loss", "baseline_loss", "entropy_loss", "entropy",
                 "vtrace_rho_clipped_fraction", "rho_mean", "advantage_mean", "value_mean",
-                "kl", "value_explained_variance",
+                "kl", "value_explained_variance", "vtrace_target_mean", "vtrace_target_square_mean",
                 "grad_norm", "learning_rate", "policy_lag_mean", "policy_lag_max"}
     if loss_config.surrogate_clip is not None:
         expected.add("surrogate_clipped_fraction")

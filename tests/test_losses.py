@@ -133,7 +133,7 @@ def _impala_inputs(rng, T=6, B=4, A=5):
 # Sums over [T, B] (summed over replicas by the learner), and means over [T, B] (averaged).
 SUM_KEYS = {"loss", "pg_loss", "baseline_loss", "entropy_loss"}
 MEAN_KEYS = {"entropy", "vtrace_rho_clipped_fraction", "rho_mean", "advantage_mean", "value_mean",
-             "kl", "value_explained_variance"}
+             "kl", "value_explained_variance", "vtrace_target_mean", "vtrace_target_square_mean"}
 
 
 @pytest.mark.parametrize("clip_rho_threshold", [1.0, 1.5, None])
@@ -179,6 +179,9 @@ def test_impala_loss_combines_terms(clip_rho_threshold):
         metrics["entropy"].numpy(), -entropy.numpy() / inputs["actions"].size, rtol=1e-12
     )
     np.testing.assert_allclose(metrics["value_mean"].numpy(), inputs["values"].mean())
+    np.testing.assert_allclose(metrics["vtrace_target_mean"].numpy(), vt.vs.numpy().mean(), rtol=1e-12)
+    np.testing.assert_allclose(metrics["vtrace_target_square_mean"].numpy(),
+                               np.mean(vt.vs.numpy() ** 2), rtol=1e-12)
 
     # Count clipped steps in numpy from the logits themselves.
     log_p_target = log_softmax_by_hand(inputs["target_logits"])

@@ -29,7 +29,8 @@ MEAN, SCALE, WEIGHT, BIAS = 2.0, 1.5, 0.7, 0.3   # a head and statistics far fro
 def test_the_statistics_move_towards_the_batch_and_the_head_keeps_every_value():
     rng = np.random.default_rng(0)
     targets = rng.normal(3.0, 2.0, size=(T, B)).astype(np.float32)
-    mean, second = updated_moments(mean=1.0, second_moment=5.0, targets=targets, step_size=BETA)
+    mean, second = updated_moments(mean=1.0, second_moment=5.0, target_mean=targets.mean(),
+                                   target_square_mean=(targets ** 2).mean(), step_size=BETA)
     assert float(mean) == pytest.approx(1.0 + BETA * (targets.mean() - 1.0), rel=1e-6)
     assert float(second) == pytest.approx(5.0 + BETA * ((targets ** 2).mean() - 5.0), rel=1e-6)
     assert float(scale_of(mean=mean, second_moment=second)) == pytest.approx(
@@ -64,12 +65,8 @@ def _set(agent, seed):
     rng = np.random.default_rng(seed)
     for variable in agent.policy.trainable_variables:
         variable.assign(rng.normal(scale=0.5, size=variable.shape).astype(np.float32))
-    weight, bias = agent.trainable_variables[-2:]
-    weight.assign(WEIGHT)
-    bias.assign(BIAS)
-    mean, second = agent.non_trainable_variables
-    mean.assign(MEAN)
-    second.assign(SCALE ** 2 + MEAN ** 2)
+    agent.trainable_variables[-1].assign([WEIGHT, BIAS])                  # the head (w, b)
+    agent.non_trainable_variables[-1].assign([MEAN, SCALE ** 2 + MEAN ** 2])  # mean, second moment
     return agent
 
 
@@ -122,6 +119,23 @@ def test_the_normalised_loss_is_the_impala_loss_in_units_of_sigma(surrogate_clip
     assert abs(float(plain.terms["baseline_loss"]) - float(got.terms["baseline_loss"])) > 1e-2
 
 
+def _without_target_moments(**kwargs):
+    output = impala_loss_fn(**kwargs)
+    return output._replace(means={k: v for k, v in output.means.items()
+                                  if not k.startswith("vtrace_target")})
+
+
+def test_a_base_loss_that_reports_no_target_moments_is_named():
+    config, agent = LossConfig(), _agent()
+    batch = random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=1)
+    _, out = _unnormalised_terms(agent, batch, config)
+    rewards, discounts = _transitions(batch, config)
+    with pytest.raises(ValueError, match=r"base loss must report means \['vtrace_target_mean', "):
+        popart_loss_fn(step_size=BETA, base_loss=_without_target_moments, agent=agent,
+                       inputs=_inputs(batch), outputs=out, behaviour_logits=batch.behaviour_logits,
+                       actions=batch.actions, rewards=rewards, discounts=discounts, config=config)
+
+
 def test_a_learner_step_is_sgd_on_the_normalised_loss_then_the_statistics_move_and_values_stay():
     lr, config = 0.01, LossConfig(popart=True)
     learner = _learner(loss=config, optimizer=OptimizerConfig(max_grad_norm=None),
@@ -129,7 +143,7 @@ def test_a_learner_step_is_sgd_on_the_normalised_loss_then_the_statistics_move_a
                        loss_fn=functools.partial(popart_loss_fn, step_size=BETA))
     batch = random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=2)
     # Actors get the statistics with the weights: they report the values the learner does.
-    assert len(learner.get_weights()[1]) == len(learner.agent.trainable_variables) + 2
+    assert len(learner.get_weights()[1]) == len(learner.agent.trainable_variables) + 1
 
     # By hand: SGD on pg / sigma + baseline / sigma^2 + entropy, then the statistics moved
     # towards the V-trace targets of the values before the step, and the head rescaled.
@@ -149,16 +163,16 @@ def test_a_learner_step_is_sgd_on_the_normalised_loss_then_the_statistics_move_a
     second = SCALE ** 2 + MEAN ** 2 + BETA * ((targets ** 2).mean() - SCALE ** 2 - MEAN ** 2)
     scale = np.sqrt(second - mean ** 2)
     stepped_values = agent.unroll(_inputs(batch), ())[0].baseline.numpy()  # old statistics
-    weight, bias = (v.numpy() for v in agent.trainable_variables[-2:])
-    expected = [v.numpy() for v in agent.trainable_variables[:-2]] + [
-        weight * SCALE / scale, (SCALE * bias + MEAN - mean) / scale]
+    weight, bias = agent.trainable_variables[-1].numpy()
+    expected = [v.numpy() for v in agent.trainable_variables[:-1]] + [
+        [weight * SCALE / scale, (SCALE * bias + MEAN - mean) / scale]]
 
     learner.step(batch)
 
     for got, want in zip(learner.agent.trainable_variables, expected):
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose([v.numpy() for v in learner.agent.non_trainable_variables],
-                               [mean, second], rtol=1e-5)
+    np.testing.assert_allclose(learner.agent.non_trainable_variables[-1].numpy(), [mean, second],
+                               rtol=1e-5)
     assert abs(scale - SCALE) > 1e-2  # the statistics moved...
     np.testing.assert_allclose(  # ...and the values the stepped weights give did not
         learner.agent.unroll(_inputs(batch), ())[0].baseline.numpy(), stepped_values,
