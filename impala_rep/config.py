@@ -21,6 +21,7 @@ from typing import Any, Iterator, Mapping
 
 from impala_rep.code_spec import parse_code_spec
 from impala_rep.devices import parse_devices
+from impala_rep.config_checks import ConfigField
 from impala_rep.config_checks import bools as _bools
 from impala_rep.config_checks import declared_choices as _declared_choices
 from impala_rep.config_checks import field as _field
@@ -105,12 +106,14 @@ class ActorConfig:
     """The actor processes: how many, how many envs each, how long an unroll is."""
 
     num_actors: int = _field(2, "actor processes (or threads, with --launcher local)")
-    envs_per_actor: int = _field(64, "environments each actor steps together")  # one policy call: ~0.5 ms, whatever B
+    # Many envs per policy call: one call costs ~0.5 ms whatever the batch.
+    envs_per_actor: int = _field(64, "environments each actor steps together")
     unroll_length: int = _field(20, "T, steps per unroll")
     max_actor_failures: int = _field(10, "actor failures (each replaced) tolerated within 10 "
                                          "minutes before the run stops")
-    # Far above an unroll and an actor's start-up (TF import and tracing, ~5-30 s on a loaded
-    # 2-core machine); waiting on a full learner queue does not count as silence.
+    # Far above an unroll (milliseconds to a second) and an actor's start-up (TF import
+    # and tracing, ~5-30 s on a loaded 2-core machine); waiting on a full learner queue
+    # does not count as silence.
     actor_timeout_s: float = _field(
         120.0, "an actor that sends no unroll for this long (start-up included; waiting on the "
                "learner's full queue is not silence) is treated as hung and replaced",
@@ -183,8 +186,9 @@ class LossConfig:
         0.2, "none: IMPALA's policy gradient; a number epsilon: APPO's clipped surrogate "
               "min(rA, clip(r, 1-epsilon, 1+epsilon)A) on V-trace advantages, r = pi/mu")
     kl_cost: float = _field(0.0, "weight of KL(behaviour policy || learner policy) in the loss")
-    # Auto from 2026-11-26's measurements (README, Learning per frame): every vector task
-    # learned as fast or faster; MinAtar Breakout reached 10 sooner but ended lower.
+    # Auto from 2026-11-26's measurements (README, Learning per frame): with it every
+    # vector task of the suite learned as fast or faster (Taxi, CliffWalking and Acrobot's
+    # seed 2 only with it); MinAtar Breakout reached 10 sooner but ended lower.
     normalize_advantages: bool | None = _field(
         None, "standardise the policy term's advantages over each batch (PPO's), so its "
               "size does not depend on the rewards' scale; none (auto): on for vector "
@@ -194,7 +198,8 @@ class LossConfig:
         True, "divide rewards by the running standard deviation of the discounted return, "
               "measured by the actors (before any clipping)")
     # Auto from 2026-11-27's measurements (README, "Exploration by default"): MountainCar
-    # learned only with it; gated, CartPole's batches never see it (it held CartPole < 475).
+    # learned only with it; gated to constant step costs, CartPole's, FrozenLake's and
+    # Blackjack's batches never see it (a bonus on every batch held CartPole below 475).
     rnd_cost: float | None = _field(
         None, "weight of random network distillation's novelty bonus, added to the (scaled) "
               "rewards: exploration for tasks whose reward random play never finds; 0: off; "
@@ -282,20 +287,6 @@ class RunConfig:
 
 _GROUPS = {"env": EnvConfig, "agent": AgentConfig, "actors": ActorConfig, "learner": LearnerConfig,
            "loss": LossConfig, "optimizer": OptimizerConfig, "run": RunConfig}
-
-
-@dataclasses.dataclass(frozen=True)
-class ConfigField:
-    """One settable field: its key (flag name without dashes), group, name and metadata."""
-
-    key: str
-    group: str
-    name: str
-    field: dataclasses.Field
-
-    @property
-    def flag(self) -> str:
-        return self.field.metadata.get("flag") or "--" + self.name.replace("_", "-")
 
 
 def config_fields() -> Iterator[ConfigField]:

@@ -12,7 +12,21 @@ from typing import Any
 
 from impala_rep.value_checks import is_int, is_number, require
 
-__all__ = ["field", "key_of", "positive_ints", "bools", "numbers", "declared_choices"]
+__all__ = ["ConfigField", "field", "key_of", "positive_ints", "bools", "numbers", "declared_choices"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigField:
+    """One settable field: its key (flag name without dashes), group, name and metadata."""
+
+    key: str
+    group: str
+    name: str
+    field: dataclasses.Field
+
+    @property
+    def flag(self) -> str:
+        return self.field.metadata.get("flag") or "--" + self.name.replace("_", "-")
 
 
 def field(default: Any, help: str, *, flag: str | None = None, choices: tuple | None = None,

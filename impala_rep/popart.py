@@ -15,7 +15,7 @@ a `PopArtAgent` and its loss in `popart_loss_fn`.
   normalised units: `n = (v - mu) / sigma` and `(r + discount mu - mu) / sigma`. V-trace is
   affine in them, so the targets are `(vs - mu) / sigma` and the advantages are divided by
   sigma: the value loss no longer grows with the return's scale, and the policy's steps do not
-  either.
+  either (advantage normalisation, where it is on, standardises them anyway).
 - After the update (`LossOutput.after_update`), the statistics move towards the batch's
   V-trace targets with step size `step_size`, and `w`, `b` are rescaled to keep `v`
   (`preserved_head`). Hessel et al. update the statistics before the step; updating them after

@@ -124,14 +124,19 @@ def _two_replicas_and_one(replicator, case):
     return two, one
 
 
+def _same_metrics(two, one):
+    """Every step's metrics agree, but value_explained_variance: a per-shard ratio (impala_loss)."""
+    for m2, m1 in zip(two["metrics"], one["metrics"]):
+        for key in set(m1) - {"value_explained_variance"}:
+            assert m2[key] == pytest.approx(m1[key], rel=1e-4, abs=1e-5), key
+
+
 def test_custom_loss_and_cross_replica_batch_norm_two_replicas_equal_one(replicator):
     # Trainable weights and the batch-norm moving statistics both agree: the penalty
     # counted once, and the normalisation used the global batch's statistics.
     two, one = _two_replicas_and_one(replicator, "custom_agent")
     assert len(one["weights"]) == one["num_trainable"] + 2
-    for m2, m1 in zip(two["metrics"], one["metrics"]):
-        for key in set(m1) - {"value_explained_variance"}:  # a per-shard ratio (impala_loss)
-            assert m2[key] == pytest.approx(m1[key], rel=1e-4, abs=1e-5), key
+    _same_metrics(two, one)
 
 
 @pytest.mark.parametrize("case", ["rnd", "rnd_step_costs"])
@@ -145,9 +150,7 @@ def test_rnd_two_replicas_equal_one(replicator, case):
     assert one["unpublished"] and len(two["unpublished"]) == len(one["unpublished"])
     for p2, p1 in zip(two["unpublished"], one["unpublished"]):
         np.testing.assert_allclose(p2, p1, rtol=1e-5, atol=1e-5)
-    for m2, m1 in zip(two["metrics"], one["metrics"]):
-        for key in set(m1) - {"value_explained_variance"}:  # a per-shard ratio
-            assert m2[key] == pytest.approx(m1[key], rel=1e-4, abs=1e-5), key
+    _same_metrics(two, one)
 
 
 def test_popart_two_replicas_equal_one(replicator):
@@ -157,6 +160,4 @@ def test_popart_two_replicas_equal_one(replicator):
     two, one = _two_replicas_and_one(replicator, "popart")
     assert len(one["weights"]) == one["num_trainable"] + 1  # the (mean, second moment) pair
     assert abs(one["weights"][-1][1] - 1.0) > 1e-2  # the second moment moved from its start
-    for m2, m1 in zip(two["metrics"], one["metrics"]):
-        for key in set(m1) - {"value_explained_variance"}:  # a per-shard ratio
-            assert m2[key] == pytest.approx(m1[key], rel=1e-4, abs=1e-5), key
+    _same_metrics(two, one)

@@ -247,3 +247,18 @@ print(type(agent()).__name__, type(agent().policy).__name__, type(agent().policy
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["RNDAgent", "PopArtAgent", "MLPAgent"]
+
+
+def test_a_users_loss_popart_cannot_build_on_is_refused_before_anything_starts(tmp_path, capsys):
+    """The user's loss is checked as the run will call it: under PopArt, as its base loss."""
+    from in_process_cli import refused_in_process
+
+    code = tmp_path / "my_loss.py"
+    code.write_text("from impala_rep import impala_loss_fn\n\n"
+                    "def no_means(**kwargs):\n"
+                    "    return impala_loss_fn(**kwargs)._replace(means={})\n")
+    last = refused_in_process(["train", "--popart", "--loss", f"{code}:no_means",
+                               "--logdir", str(tmp_path / "run")], capsys)
+    assert f"bad loss '{code}:no_means'" in last, last
+    assert "base loss must report means ['vtrace_target_mean', 'vtrace_target_square_mean']" in last
+    assert not (tmp_path / "run").exists()

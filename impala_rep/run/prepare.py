@@ -54,9 +54,11 @@ def agent_factory_for(config: TrainConfig, env_spec, *,
                       agent: Callable[[], Any] | None = None) -> Callable[[], Any]:
     """The run's agent builder: `agent` (given to `train()`) or the `--agent` factory (not
     both), else the configured built-in agent, with what `config` adds to any agent
-    (`with_extensions`; its auto settings resolved). `impala-rep evaluate` builds the agent a run
-    trained from its config.json."""
+    (`with_extensions`). `impala-rep evaluate` builds the agent a run trained from its
+    config.json; auto settings left None (a hand-made config) are resolved here first."""
     from impala_rep.run.user_code import resolve_agent_and_loss
+
+    config = resolve_auto_settings(config, env_spec.observation_shape)
 
     factory, _ = resolve_agent_and_loss(
         agent_spec=config.agent.factory, loss_spec=None, agent=agent, loss=None,
@@ -246,7 +248,11 @@ def prepare(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
         if agent_factory is None:  # e.g. a network that does not fit the observation
             agent_factory = _builtin_agent_factory(config, env_spec)
         if users_agent or loss is not None:
-            check_user_code(agent_factory=agent_factory, loss_fn=loss, agent_is_users=users_agent,
+            # The user's loss as the run will call it: under PopArt, as its base loss (which must
+            # report the V-trace targets' moments).
+            checked_factory, checked_loss = (with_popart(config, agent_factory=agent_factory, loss=loss)
+                                             if loss is not None else (agent_factory, loss))
+            check_user_code(agent_factory=checked_factory, loss_fn=checked_loss, agent_is_users=users_agent,
                             agent_spec=config.agent.factory, loss_spec=config.loss.function,
                             observation_shape=env_spec.observation_shape,
                             observation_dtype=env_spec.observation_dtype,
