@@ -18,8 +18,9 @@ a `PopArtAgent` and its loss in `popart_loss_fn`.
   either (advantage normalisation, where it is on, standardises them anyway).
 - After the update (`LossOutput.after_update`), the statistics move towards the batch's
   V-trace targets with step size `step_size`, and `w`, `b` are rescaled to keep `v`
-  (`preserved_head`). Hessel et al. update the statistics before the step; updating them after
-  it (as most implementations do) keeps the whole step one gradient computation.
+  (`preserved_head`). The PopArt paper's algorithm moves the statistics before the gradient
+  step; here they move after it, so the loss hook stays one forward pass and one gradient
+  (the next step normalises with them).
 
 Statistics are over the whole batch (every replica's shard), so N replicas update as one.
 """
@@ -40,7 +41,7 @@ from impala_rep.shapes import assert_shape
 __all__ = ["PopArtAgent", "popart_loss_fn", "updated_moments", "scale_of", "preserved_head",
            "SCALE_BOUNDS"]
 
-# The standard deviation's bounds (Hessel et al.'s): never 0, never beyond float32's comfort.
+# The standard deviation's bounds: never 0 (a constant target), never beyond float32's comfort.
 SCALE_BOUNDS = (1e-4, 1e6)
 
 
