@@ -206,7 +206,7 @@ def popart_loss_fn(*, step_size: float, base_loss: Callable[..., LossOutput] | N
 def _chain(first: Callable[..., None] | None, then: Callable[..., None]) -> Callable[..., None]:
     """`then`, after `first` if there is one (a base loss's own after-update work)."""
     if first is None:
-        return lambda *, applied: then(applied=applied)
+        return then
 
     def both(*, applied):
         first(applied=applied)
