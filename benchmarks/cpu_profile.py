@@ -93,7 +93,9 @@ def work_costs(config, seconds: float) -> dict[str, float]:
     policy_us = _cpu_us_per_frame(lambda: actor._policy(*args), num_envs * skip, seconds)
     unroll_us = _cpu_us_per_frame(actor.unroll, num_envs * t * skip, seconds)
 
-    learner = Learner(agent=plan.agent_factory(), replicator=Replicator(config.learner.devices),
+    learner = Learner(agent=plan.agent_factory(),
+                      replicator=Replicator(config.learner.devices,
+                                            jit_compile=bool(plan.config.learner.xla)),
                       observation_shape=plan.observation_shape,
                       # the run's loss settings as train resolves them (auto ones made concrete)
                       total_steps=config.total_learner_steps(skip), loss=plan.config.loss,

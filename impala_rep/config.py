@@ -144,10 +144,16 @@ class LearnerConfig:
     checkpoint_every_s: float = _field(
         600.0, "seconds between checkpoints in LOGDIR/checkpoints; one is also written at the end "
                "and on Ctrl-C/SIGTERM", flag="--checkpoint-every", metavar="SECONDS")
+    # Auto from 2026-11-27's measurements (README, "Where the CPU goes"): XLA made the MLP's
+    # step ~30% cheaper on one CPU and the CNNs' slower; several devices it cannot place.
+    xla: bool | None = _field(None, "compile the learner's step with XLA; one device and one "
+                                    "host only; none (auto): on for the built-in MLP on one CPU",
+                              flag="--learner-xla")
 
     def __post_init__(self):
         _positive_ints(self, "hosts", "batch_size", "passes", "queue_capacity")
         _bools(self, "loss_grad_norms")
+        _bools(self, "xla", auto=True)
         _numbers(self, ("checkpoint_every_s",), lambda v: v > 0, "must be a positive number")
         spec = parse_devices(self.devices)  # raises naming the spec and what is allowed
         if self.hosts > 1:
@@ -158,6 +164,10 @@ class LearnerConfig:
                      "learner_devices", self.devices,
                      f"with learner_hosts {self.hosts} each host uses its GPUs or one CPU; "
                      "use 'cpu', 'gpu', 'gpu:N' or 'auto'")
+        if self.xla:
+            require(self.hosts == 1 and spec.kind in ("cpu", "gpu") and spec.count == 1,
+                    "learner_xla", self.xla, f"takes one device on one host ('cpu', 'cpu:1' or "
+                    f"'gpu:1'), not {self.devices!r} on {self.hosts} learner host(s)")
         if spec.count or self.hosts > 1:
             total = self.hosts * (spec.count or 1)
             where = (f"the {spec.count} learner replicas of {self.devices!r}" if self.hosts == 1
@@ -227,8 +237,7 @@ class LossConfig:
                  "must be > 0", optional=True)
         _numbers(self, ("popart_step_size",), lambda v: 0 < v <= 1, "must be in (0, 1]")
         _bools(self, "normalize_rewards", "rnd_step_costs_only", "popart")
-        require(self.normalize_advantages is None or isinstance(self.normalize_advantages, bool),
-                 "normalize_advantages", self.normalize_advantages, "must be True, False or None (auto)")
+        _bools(self, "normalize_advantages", auto=True)
         require(self.reward_clipping in REWARD_CLIPPING, "reward_clipping", self.reward_clipping,
                  "must be " + " or ".join(repr(c) for c in REWARD_CLIPPING))
         if self.function is not None:

@@ -43,10 +43,12 @@ def positive_ints(config: Any, *names: str) -> None:
         require(is_int(value) and value >= 1, _key(config, name), value, "must be a positive integer")
 
 
-def bools(config: Any, *names: str) -> None:
+def bools(config: Any, *names: str, auto: bool = False) -> None:
+    """Each named field is True or False; with `auto`, also None (decided for the env later)."""
     for name in names:
         value = getattr(config, name)
-        require(isinstance(value, bool), _key(config, name), value, "must be True or False")
+        require(isinstance(value, bool) or (auto and value is None), _key(config, name), value,
+                "must be True, False or None (auto)" if auto else "must be True or False")
 
 
 def numbers(config: Any, names: tuple[str, ...], ok, allowed: str, *, optional: bool = False) -> None:

@@ -63,7 +63,7 @@ def build_learner_service(*, config: TrainConfig, observation_shape: Sequence[in
     from impala_rep.learner.service import LearnerService
 
     replicator = (Replicator(strategy=tf.distribute.MultiWorkerMirroredStrategy()) if hosts > 1
-                  else Replicator(config.learner.devices))
+                  else Replicator(config.learner.devices, jit_compile=bool(config.learner.xla)))
     learner = Learner(agent=agent_factory(), replicator=replicator,
                       observation_shape=tuple(observation_shape),
                       total_steps=config.total_learner_steps(frame_skip),

@@ -18,6 +18,7 @@ import pathlib
 from typing import Any, Callable
 
 from impala_rep.config import AgentConfig, TrainConfig
+from impala_rep.devices import DeviceSpec, parse_devices
 from impala_rep.run.errors import SetupError
 
 __all__ = ["RunPlan", "prepare", "check_logdir", "default_agent_factory", "agent_factory_for",
@@ -165,11 +166,14 @@ AUTO_RND_COST = 10.0
 
 
 def resolve_auto_settings(config: TrainConfig, observation_shape, *,
-                          saved: TrainConfig | None = None) -> TrainConfig:
+                          saved: TrainConfig | None = None, users_code: bool = False) -> TrainConfig:
     """`config` with its automatic settings made concrete for the env's observations, so
     config.json (and a resumed run) holds what the run did, each measured (README): on vector
     observations `normalize_advantages` None is on ("Learning per frame") and `rnd_cost` None
-    is `AUTO_RND_COST` ("Exploration by default"); on images both are off.
+    is `AUTO_RND_COST` ("Exploration by default"); on images both are off. `learner_xla` None
+    is on only where XLA was measured to pay ("Where the CPU goes"): the built-in MLP with
+    the IMPALA loss on one CPU of one learner host (`users_code`: an agent or loss object
+    given through the Python API, which the config does not name).
 
     On resume, `saved` is the run's own config, and auto is what the run trained with (its
     checkpoint holds RND's networks or not), not what auto would choose today; where the
@@ -182,8 +186,13 @@ def resolve_auto_settings(config: TrainConfig, observation_shape, *,
         return BEFORE_THE_FIELD[key] if value is None else value
 
     vectors = len(observation_shape) == 1
-    auto = {"normalize_advantages": vectors, "rnd_cost": AUTO_RND_COST if vectors else 0.0}
-    changes = {key: value if saved is None else saved_value(key)
+    built_in_mlp = (vectors and not users_code and config.agent.factory is None
+                    and config.agent.network in ("auto", "mlp") and config.loss.function is None)
+    one_cpu = config.learner.hosts == 1 and parse_devices(config.learner.devices) == DeviceSpec("cpu", 1)
+    auto = {"normalize_advantages": vectors, "rnd_cost": AUTO_RND_COST if vectors else 0.0,
+            "learner_xla": built_in_mlp and one_cpu}
+    # learner_xla changes nothing in the checkpoint: auto is decided for this command's layout.
+    changes = {key: value if saved is None or key == "learner_xla" else saved_value(key)
                for key, value in auto.items() if config.get(key) is None}
     return config.replace(changes) if changes else config
 
@@ -232,7 +241,8 @@ def prepare(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
                           max_episode_steps=config.env.max_episode_steps)
         env_spec = describe_env(config.env.id)
         saved = check_resumable(config) if resume else None
-        config = resolve_auto_settings(config, env_spec.observation_shape, saved=saved)
+        config = resolve_auto_settings(config, env_spec.observation_shape, saved=saved,
+                                       users_code=agent is not None or loss is not None)
         if on_this_machine:
             check_memory(config, env_spec.observation_shape, env_spec.observation_dtype,
                          env_spec.num_actions)

@@ -89,6 +89,10 @@ def resumed_config(saved: TrainConfig, changes: Mapping[str, Any]) -> TrainConfi
             f"cannot resume with rnd_cost {changes['rnd_cost']!r}: the checkpoint was trained with "
             f"rnd_cost {saved.get('rnd_cost')!r}, and the novelty bonus cannot be turned on or off "
             "on resume (its weight may change)")
+    # XLA is a compile choice the checkpoint does not depend on, and it takes one device: a
+    # resume onto other learner devices or hosts decides it again (auto) unless it is given.
+    if {"learner_devices", "learner_hosts"} & set(changes) and "learner_xla" not in changes:
+        changes = {**changes, "learner_xla": None}
     return saved.replace(changes)
 
 
