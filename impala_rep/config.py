@@ -145,10 +145,10 @@ class LearnerConfig:
         600.0, "seconds between checkpoints in LOGDIR/checkpoints; one is also written at the end "
                "and on Ctrl-C/SIGTERM", flag="--checkpoint-every", metavar="SECONDS")
     # Auto from 2026-11-27's measurements (README, "Where the CPU goes"): XLA made the MLP's
-    # step ~30% cheaper on one CPU and the CNNs' slower; several devices it cannot place.
-    xla: bool | None = _field(None, "compile the learner's step with XLA; one device and one "
-                                    "host only; none (auto): on for the built-in MLP on one CPU",
-                              flag="--learner-xla")
+    # step 17-29% cheaper on one CPU and the CNNs' slower; several devices it cannot place.
+    xla: bool | None = _field(None, "compile the learner's step with XLA; one device on one host "
+                                    "only; none (auto): on for the built-in MLP and loss (no "
+                                    "--agent, --loss) on one CPU of one host", flag="--learner-xla")
 
     def __post_init__(self):
         _positive_ints(self, "hosts", "batch_size", "passes", "queue_capacity")

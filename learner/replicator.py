@@ -57,16 +57,16 @@ class Replicator:
       jit_compile: compile each step with XLA (`tf.function(jit_compile=True)`).
         One local replica only: XLA could not place a step over several logical
         CPU devices (their mirrored variables live on other devices). On one CPU
-        it made the MLP's learner step ~30% cheaper and the CNNs' slower (README,
-        "Where the CPU goes").
+        it made the MLP's learner step 17-29% cheaper and the CNNs' slower
+        (README, "Where the CPU goes").
     """
 
     def __init__(self, devices: str = "auto", *, strategy: tf.distribute.Strategy | None = None,
                  jit_compile: bool = False):
         self._strategy = strategy if strategy is not None else make_strategy(devices)
         self._devices = devices if strategy is None else type(strategy).__name__
-        if jit_compile and self.num_local_replicas > 1:
-            raise ValueError(f"jit_compile needs one replica, got {self.num_local_replicas} "
+        if jit_compile and self.num_replicas > 1:  # across hosts too: untested there
+            raise ValueError(f"jit_compile needs one replica, got {self.num_replicas} "
                              f"from devices {self._devices!r}; use one device or no XLA")
         self._jit_compile = bool(jit_compile)
         # One compiled function per step_fn: tracing once and reusing the graph is

@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from random_unrolls import random_unroll
 
 from impala_rep import Replicator
@@ -109,3 +110,20 @@ def test_a_resume_onto_other_devices_decides_xla_again(tmp_path):
     assert resumed(learner_xla=False) is False
     with pytest.raises(ValueError, match="bad learner_xla True: takes one device on one host"):
         resumed(learner_devices="cpu:2", learner_xla=True)
+    # A run saved without XLA keeps it off when the layout given is the one it had.
+    off = saved.replace({"logdir": str(run), "learner_xla": False})
+    (run / "config.json").write_text(json.dumps(off.to_json()))
+    assert resumed(learner_devices="cpu", learner_hosts=1) is False
+    assert resumed(learner_devices="cpu:2") is False
+
+
+def test_jit_compile_reaches_the_compiled_step():
+    """XLA has no kernels for string ops: a step using one runs in the graph and is refused
+    under XLA, so the flag is what compiles it."""
+    def step_fn(x):
+        return tf.strings.length(tf.strings.as_string(x))
+
+    numbers = np.array([5, 10, 100])
+    assert Replicator("cpu").run(step_fn, numbers)[0].numpy().tolist() == [1, 2, 3]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="unsupported operations"):
+        Replicator("cpu", jit_compile=True).run(step_fn, numbers)

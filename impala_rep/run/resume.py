@@ -91,7 +91,9 @@ def resumed_config(saved: TrainConfig, changes: Mapping[str, Any]) -> TrainConfi
             "on resume (its weight may change)")
     # XLA is a compile choice the checkpoint does not depend on, and it takes one device: a
     # resume onto other learner devices or hosts decides it again (auto) unless it is given.
-    if {"learner_devices", "learner_hosts"} & set(changes) and "learner_xla" not in changes:
+    moved = any(key in changes and changes[key] != saved.get(key)
+                for key in ("learner_devices", "learner_hosts"))
+    if moved and "learner_xla" not in changes:
         changes = {**changes, "learner_xla": None}
     return saved.replace(changes)
 
