@@ -228,6 +228,24 @@ def test_the_default_runs_fit_a_small_machine_easily():
                 assert estimate.buffer_bytes < 0.5 * GiB, (num_actors, shape, estimate)
 
 
+def test_an_xla_learner_counts_its_compilers_memory():
+    import numpy as np
+
+    from impala_rep.config import TrainConfig
+    from impala_rep.run.resources import PROCESS_BYTES, XLA_LEARNER_BYTES
+
+    off = _estimate_fits(TrainConfig.from_keys({"learner_xla": False}), (4,), np.float32, 2, gib=4)
+    on = _estimate_fits(TrainConfig.from_keys({"learner_xla": True}), (4,), np.float32, 2, gib=4)
+    assert on.total_bytes - off.total_bytes == XLA_LEARNER_BYTES
+    # So a machine that has just the two actors' and the learner's processes without it
+    # refuses the run with it, naming the processes' memory.
+    just_enough = off.total_bytes / GiB
+    with pytest.raises(ValueError, match=r"and 3 process\(es\) ~"):
+        _estimate_fits(TrainConfig.from_keys({"learner_xla": True}), (4,), np.float32, 2,
+                       gib=just_enough)
+    assert off.process_bytes == 3 * PROCESS_BYTES
+
+
 def test_a_refused_size_says_the_largest_that_fits():
     import numpy as np
 

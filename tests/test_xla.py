@@ -127,3 +127,23 @@ def test_jit_compile_reaches_the_compiled_step():
     assert Replicator("cpu").run(step_fn, numbers)[0].numpy().tolist() == [1, 2, 3]
     with pytest.raises(tf.errors.InvalidArgumentError, match="unsupported operations"):
         Replicator("cpu", jit_compile=True).run(step_fn, numbers)
+
+
+@pytest.mark.parametrize("flag, want", [("--learner-xla", True), ("--no-learner-xla", False)])
+def test_the_learner_a_run_builds_compiles_as_its_config_says(monkeypatch, flag, want):
+    """`build_learner_service`, the one place a run's learner is built, hands the setting on."""
+    import impala_rep.learner.replicator as replicator_module
+    from impala_rep.learner.build import build_learner_service
+
+    made = []
+
+    class Recorded(Replicator):
+        def __init__(self, *args, jit_compile=False, **kwargs):
+            made.append(jit_compile)
+            super().__init__(*args, jit_compile=jit_compile, **kwargs)
+
+    monkeypatch.setattr(replicator_module, "Replicator", Recorded)
+    plan = prepare(config_from_args(parse_args(["train", flag])))
+    build_learner_service(config=plan.config, observation_shape=plan.observation_shape,
+                          agent_factory=plan.agent_factory, loss_fn=plan.loss_fn)
+    assert made == [want]
