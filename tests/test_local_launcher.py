@@ -127,6 +127,7 @@ def test_a_signal_stops_a_local_run_with_a_checkpoint(tmp_path, signum, code):
     process.send_signal(signum)
     out, _ = process.communicate(timeout=120)
     assert process.returncode == code, out
+    assert "stopping after the current step, saving a checkpoint" in out
     index = (logdir / "checkpoints" / "checkpoint").read_text()
     last = read_metrics(logdir)[-1]
     assert f'"ckpt-{last["learner_steps"]}"' in index
