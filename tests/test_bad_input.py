@@ -208,9 +208,13 @@ def test_the_default_runs_fit_a_small_machine_easily():
     from impala_rep.config import TrainConfig
     from impala_rep.envs import atari
     from impala_rep.presets import PRESETS
+    from impala_rep.run.prepare import resolve_auto_settings
 
-    # CartPole, the defaults: 5 unrolls of 64 columns of ~0.9 kB and 3 processes.
-    estimate = _estimate_fits(TrainConfig(), (4,), np.float32, 2, gib=1)
+    # CartPole, the defaults (auto settings resolved, as a run has them: its learner under
+    # XLA): 5 unrolls of 64 columns of ~0.9 kB and 3 processes.
+    estimate = _estimate_fits(resolve_auto_settings(TrainConfig(), (4,)), (4,), np.float32, 2,
+                              gib=1)
+    assert estimate.xla_learners == 1
     assert estimate.buffer_bytes < 2**20 and estimate.total_bytes < GiB
     # MinAtar ([10, 10, C] uint8, C <= 10), the defaults.
     _estimate_fits(TrainConfig.from_keys({"env": "MinAtar/Breakout-v1"}), (10, 10, 10), np.uint8, 6,
@@ -228,22 +232,28 @@ def test_the_default_runs_fit_a_small_machine_easily():
                 assert estimate.buffer_bytes < 0.5 * GiB, (num_actors, shape, estimate)
 
 
-def test_an_xla_learner_counts_its_compilers_memory():
+@pytest.mark.parametrize("launcher, processes", [("ray", 3), ("local", 1)])
+def test_an_xla_learner_counts_its_compilers_memory(launcher, processes):
     import numpy as np
 
     from impala_rep.config import TrainConfig
     from impala_rep.run.resources import PROCESS_BYTES, XLA_LEARNER_BYTES
 
-    off = _estimate_fits(TrainConfig.from_keys({"learner_xla": False}), (4,), np.float32, 2, gib=4)
-    on = _estimate_fits(TrainConfig.from_keys({"learner_xla": True}), (4,), np.float32, 2, gib=4)
+    def config(xla):
+        return TrainConfig.from_keys({"learner_xla": xla, "launcher": launcher})
+
+    off = _estimate_fits(config(False), (4,), np.float32, 2, gib=4)
+    on = _estimate_fits(config(True), (4,), np.float32, 2, gib=4)
+    assert off.process_bytes == processes * PROCESS_BYTES
     assert on.total_bytes - off.total_bytes == XLA_LEARNER_BYTES
-    # So a machine that has just the two actors' and the learner's processes without it
-    # refuses the run with it, naming the processes' memory.
+    # A machine that has room for the run without XLA, not with it: XLA is what is named.
     just_enough = off.total_bytes / GiB
-    with pytest.raises(ValueError, match=r"and 3 process\(es\) ~"):
-        _estimate_fits(TrainConfig.from_keys({"learner_xla": True}), (4,), np.float32, 2,
-                       gib=just_enough)
-    assert off.process_bytes == 3 * PROCESS_BYTES
+    with pytest.raises(ValueError, match=r"^bad learner_xla True: XLA's compiler needs ~0\.2 GiB "
+                                         r"more in the learner, .*; use --no-learner-xla$"):
+        _estimate_fits(config(True), (4,), np.float32, 2, gib=just_enough)
+    # With less than that, a size is named, as without XLA.
+    with pytest.raises(ValueError, match=r"^bad envs_per_actor 64: "):
+        _estimate_fits(config(True), (4,), np.float32, 2, gib=just_enough / 2)
 
 
 def test_a_refused_size_says_the_largest_that_fits():

@@ -178,7 +178,8 @@ def wait_for_ray_to_start(process: subprocess.Popen, timeout=120.0) -> None:
     wait_until(process, raylet, "Ray's start", timeout)
 
 
-# SIGTERM only: SIGINT takes the same path (StopSignals), tested once the run trains.
+# SIGTERM only: SIGINT takes the same path (StopSignals), tested with --launcher local
+# (test_local_launcher.py) and, under Ray, by the second Ctrl-C test above.
 @pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143)])
 def test_a_signal_during_start_up_exits_cleanly_and_keeps_nothing(tmp_path, signum, code):
     logdir = tmp_path / "run"

@@ -144,6 +144,7 @@ def test_the_learner_a_run_builds_compiles_as_its_config_says(monkeypatch, flag,
 
     monkeypatch.setattr(replicator_module, "Replicator", Recorded)
     plan = prepare(config_from_args(parse_args(["train", flag])))
-    build_learner_service(config=plan.config, observation_shape=plan.observation_shape,
-                          agent_factory=plan.agent_factory, loss_fn=plan.loss_fn)
+    service = build_learner_service(config=plan.config, observation_shape=plan.observation_shape,
+                                    agent_factory=plan.agent_factory, loss_fn=plan.loss_fn)
+    assert service.stop(timeout_s=60)  # its training thread, which waits for unrolls
     assert made == [want]

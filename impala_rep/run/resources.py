@@ -46,7 +46,8 @@ GiB = 2**30
 # is not counted per process. Ray's own processes (raylet, GCS) are not counted either.
 PROCESS_BYTES = GiB // 4
 # What XLA adds to a learner that compiles its step with it (`--learner-xla`), measured the same
-# way (Private_Dirty after three 8-pass CartPole steps, 2026-11-27): 473 MiB against 292 without.
+# way on the CPU (Private_Dirty after three 8-pass steps of CartPole's MLP, 2026-11-27): 473 MiB
+# against 292 without. A larger network under XLA was not measured; it would add more, not less.
 XLA_LEARNER_BYTES = 180 * 2**20
 
 # Per time step of one env column, besides the observation (impala_rep/unroll.py):
@@ -98,6 +99,8 @@ def estimate_memory(config: TrainConfig, observation_shape: Sequence[int],
       whenever the learner is the slower side, which is what the back-pressure is for
       (under Ray these are the object store's copies, beyond the actors' own);
     - the learner trains on a batch of B columns converted to tensors (a copy).
+    The processes: `PROCESS_BYTES` each (one per actor and learner host under Ray, one in
+    all with the local launcher), and `XLA_LEARNER_BYTES` more for a learner under XLA.
     Not counted, so the estimate stays below the truth: the learner's activations and
     float copies of the observations, the envs' own state, the agent's recurrent state,
     Ray's object-store copies of the unrolls in flight, and Ray's system processes.
@@ -110,7 +113,8 @@ def _sizes(config: TrainConfig) -> dict[str, int]:
     sizes = {key: int(config.get(key)) for key in _SIZE_KEYS}
     sizes["learner_hosts"] = config.learner.hosts
     sizes["local"] = int(config.run.launcher == "local")
-    sizes["xla_learners"] = int(bool(config.learner.xla)) * config.learner.hosts
+    # The config allows XLA on one learner host only.
+    sizes["xla_learners"] = int(bool(config.learner.xla))
     return sizes
 
 
@@ -162,6 +166,12 @@ def check_memory(config: TrainConfig, observation_shape: Sequence[int], observat
         return estimate
     have, where = available
     sizes = _sizes(config)
+    without_xla = estimate.total_bytes - estimate.xla_learners * XLA_LEARNER_BYTES
+    if estimate.xla_learners and without_xla <= have:  # XLA's compiler is what does not fit
+        raise ValueError(
+            f"bad learner_xla {config.learner.xla}: XLA's compiler needs ~{_gib(XLA_LEARNER_BYTES)} "
+            f"more in the learner, the run ~{_gib(estimate.total_bytes)} in all, but {where} "
+            f"{_gib(have)} available; use --no-learner-xla")
     key = _culprit(sizes)
     most = _largest_fitting(sizes, key, lambda changed: _estimate(
         changed, observation_shape, observation_dtype, num_actions).total_bytes <= have)
