@@ -165,13 +165,13 @@ def check_memory(config: TrainConfig, observation_shape: Sequence[int], observat
     if available is None or estimate.total_bytes <= available[0]:
         return estimate
     have, where = available
-    sizes = _sizes(config)
     without_xla = estimate.total_bytes - estimate.xla_learners * XLA_LEARNER_BYTES
     if estimate.xla_learners and without_xla <= have:  # XLA's compiler is what does not fit
         raise ValueError(
             f"bad learner_xla {config.learner.xla}: XLA's compiler needs ~{_gib(XLA_LEARNER_BYTES)} "
             f"more in the learner, the run ~{_gib(estimate.total_bytes)} in all, but {where} "
             f"{_gib(have)} available; use --no-learner-xla")
+    sizes = _sizes(config)
     key = _culprit(sizes)
     most = _largest_fitting(sizes, key, lambda changed: _estimate(
         changed, observation_shape, observation_dtype, num_actions).total_bytes <= have)
