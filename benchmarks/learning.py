@@ -228,12 +228,14 @@ def draw(results: dict[str, list[dict]], path: pathlib.Path) -> None:
     settings = sorted({" ".join(run.get("train_flags", ())) for runs in results.values() for run in runs})
     seeds = sorted({run["seed"] for runs in results.values() for run in runs})
     for ax, (name, runs) in zip(axes[0], results.items()):
+        labelled = set()  # one legend entry per setting: a legend per run hid the curves
         for run in runs:
             frames, returns = zip(*run["curve"]) if run["curve"] else ((), ())
             setting = " ".join(run.get("train_flags", ()))
             if len(settings) > 1:
-                ax.plot(frames, returns, label=f"{setting or 'defaults'}, seed {run['seed']}",
-                        color=f"C{settings.index(setting) % 10}",
+                label = None if setting in labelled else f"{setting or 'defaults'} (a line style per seed)"
+                labelled.add(setting)
+                ax.plot(frames, returns, label=label, color=f"C{settings.index(setting) % 10}",
                         linestyle=_SEED_STYLES[seeds.index(run["seed"]) % len(_SEED_STYLES)])
             else:
                 ax.plot(frames, returns, label=f"seed {run['seed']}")

@@ -195,10 +195,12 @@ class LossConfig:
     surrogate_clip: float | None = _field(
         0.2, "none: IMPALA's policy gradient; a number epsilon: APPO's clipped surrogate "
               "min(rA, clip(r, 1-epsilon, 1+epsilon)A) on V-trace advantages, r = pi/mu")
-    kl_cost: float = _field(0.0, "weight of KL(behaviour policy || learner policy) in the loss")
-    # Auto from 2026-11-26's measurements (README, Learning per frame): with it every
-    # vector task of the suite learned as fast or faster (Taxi, CliffWalking and Acrobot's
-    # seed 2 only with it); MinAtar Breakout reached 10 sooner but ended lower.
+    # Auto from 2026-11-28's runs (README, "A KL term"): steadier CartPole, Breakout lower.
+    kl_cost: float | None = _field(
+        None, "weight of KL(behaviour policy || learner policy) in the loss; none (auto): 0.3 "
+              "for vector observations, 0 for images", metavar="C")
+    # Auto from 2026-11-26's measurements (README, Learning per frame): every vector task learned
+    # as fast or faster (some seeds only with it); MinAtar Breakout reached 10 sooner, ended lower.
     normalize_advantages: bool | None = _field(
         None, "standardise the policy term's advantages over each batch (PPO's), so its "
               "size does not depend on the rewards' scale; none (auto): on for vector "
@@ -207,17 +209,15 @@ class LossConfig:
     normalize_rewards: bool = _field(
         True, "divide rewards by the running standard deviation of the discounted return, "
               "measured by the actors (before any clipping)")
-    # Auto from 2026-11-27's measurements (README, "Exploration by default"): MountainCar
-    # learned only with it; gated to constant step costs, CartPole's, FrozenLake's and
-    # Blackjack's batches never see it (a bonus on every batch held CartPole below 475).
+    # Auto from 2026-11-27's measurements (README, "Exploration by default"): MountainCar learned
+    # only with it; gated to constant step costs (a bonus on every batch held CartPole below 475).
     rnd_cost: float | None = _field(
         None, "weight of random network distillation's novelty bonus, added to the (scaled) "
               "rewards: exploration for tasks whose reward random play never finds; 0: off; "
               "none (auto): 10 for vector observations, off for images", metavar="C")
     rnd_step_costs_only: bool = _field(
-        True, "apply the novelty bonus only to batches whose rewards (episode ends aside) are one "
-              "constant cost per step, as MountainCar's and Acrobot's -1; other batches train "
-              "without it, and RND's networks are not run")
+        True, "apply the novelty bonus only to batches whose rewards (episode ends aside) are one constant "
+              "cost per step, as MountainCar's and Acrobot's -1; others train without it or its networks")
     popart: bool = _field(False, "PopArt: the value head learns targets normalised by their running "
                                  "mean and std, rescaled as those move so its values stay")
     popart_step_size: float = _field(3e-4, "PopArt: how far the statistics move towards each "
@@ -231,8 +231,8 @@ class LossConfig:
 
     def __post_init__(self):
         _numbers(self, ("discount", "lambda_"), lambda v: 0 <= v <= 1, "must be in [0, 1]")
-        _numbers(self, ("baseline_cost", "entropy_cost", "kl_cost"), lambda v: v >= 0, "must be >= 0")
-        _numbers(self, ("rnd_cost",), lambda v: v >= 0, "must be >= 0", optional=True)
+        _numbers(self, ("baseline_cost", "entropy_cost"), lambda v: v >= 0, "must be >= 0")
+        _numbers(self, ("kl_cost", "rnd_cost"), lambda v: v >= 0, "must be >= 0", optional=True)
         _numbers(self, ("clip_rho_threshold", "clip_pg_rho_threshold", "surrogate_clip"), lambda v: v > 0,
                  "must be > 0", optional=True)
         _numbers(self, ("popart_step_size",), lambda v: 0 < v <= 1, "must be in (0, 1]")

@@ -131,9 +131,9 @@ def impala_loss_fn(*, agent: Agent, inputs: AgentInputs, outputs: AgentOutput,
         clip_pg_rho_threshold=config.clip_pg_rho_threshold,
         lambda_=config.lambda_,
         surrogate_clip=config.surrogate_clip,
-        kl_cost=config.kl_cost,
         # None (auto) is resolved from the observations by `train` (run/prepare.py); in a
         # LossConfig given to a Learner by hand it means off, IMPALA's own loss.
+        kl_cost=config.kl_cost or 0.0,
         normalize_advantages=bool(config.normalize_advantages),
     ))
 

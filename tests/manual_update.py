@@ -25,6 +25,6 @@ def manual_impala_loss(agent, batch, config) -> tf.Tensor:
         baseline_cost=config.baseline_cost, entropy_cost=config.entropy_cost,
         clip_rho_threshold=config.clip_rho_threshold,
         clip_pg_rho_threshold=config.clip_pg_rho_threshold, lambda_=config.lambda_,
-        surrogate_clip=config.surrogate_clip, kl_cost=config.kl_cost,
+        surrogate_clip=config.surrogate_clip, kl_cost=config.kl_cost or 0.0,
         normalize_advantages=config.normalize_advantages)
     return loss

@@ -115,6 +115,8 @@ def test_atari_presets_select_the_paper_settings_and_flags_override():
             paper.optimizer.max_grad_norm) == (0.5, 0.01, 0.01, 40.0)
     assert (paper.optimizer.rmsprop_decay, paper.agent.network, paper.loss.reward_clipping) == (
         0.99, "shallow", "abs_one")
+    # The paper's learner, whatever the defaults add (the KL term among them since 2026-11-28).
+    assert (paper.learner.passes, paper.loss.surrogate_clip, paper.loss.kl_cost) == (1, None, 0.0)
     # `atari` differs from the paper in exactly the two settings presets.py explains.
     atari = config_from_args(parse_args(["train", "--env", "ALE/Pong-v5", "--preset", "atari"]))
     differ = {f.key for f in config_fields() if paper.get(f.key) != atari.get(f.key)}
@@ -364,6 +366,24 @@ def test_advantage_normalisation_is_on_for_vector_observations_and_off_for_image
     assert resolved("--env", "ALE/Pong-v5", "--preset", "atari") == (False, False)
 
 
+def test_the_kl_term_is_on_for_vector_observations_and_off_for_images_unless_told():
+    """`--kl-cost` unset means auto: 0.3 on vector observations, 0 on images, made concrete
+    by `prepare`; flags win, and the Atari presets keep the paper's loss (none)."""
+    from impala_rep.run.cli import config_from_args, parse_args
+    from impala_rep.run.prepare import prepare
+
+    def resolved(*argv):
+        config = config_from_args(parse_args(["train", *argv]))
+        return config.loss.kl_cost, prepare(config).config.loss.kl_cost
+
+    assert resolved() == (None, 0.3)                                          # CartPole's 4 floats
+    assert resolved("--env", "Taxi-v4") == (None, 0.3)                        # a one-hot code
+    assert resolved("--env", "MinAtar/Breakout-v1") == (None, 0.0)            # 10x10x4 images
+    assert resolved("--kl-cost", "0") == (0.0, 0.0)
+    assert resolved("--env", "MinAtar/Breakout-v1", "--kl-cost", "1") == (1.0, 1.0)
+    assert resolved("--env", "ALE/Pong-v5", "--preset", "atari") == (0.0, 0.0)
+
+
 def test_a_resumed_run_keeps_the_automatic_settings_it_trained_with(tmp_path):
     """Auto (None) in the config given to `train(config, resume=True)` is the run's own
     value, not what auto chooses today; a config.json from before a setting holds what runs
@@ -376,21 +396,22 @@ def test_a_resumed_run_keeps_the_automatic_settings_it_trained_with(tmp_path):
     def resumed(run, **given):
         config = TrainConfig.from_keys({"logdir": str(run), **given})
         loss = prepare(config, resume=True).config.loss
-        return loss.normalize_advantages, loss.rnd_cost
+        return loss.normalize_advantages, loss.rnd_cost, loss.kl_cost
 
-    run = _fake_run(tmp_path / "a", normalize_advantages=False, rnd_cost=30.0)
-    assert resumed(run) == (False, 30.0)
-    assert resumed(run, normalize_advantages=True, rnd_cost=5.0) == (True, 5.0)  # given: kept
-    assert resumed(_fake_run(tmp_path / "b", normalize_advantages=True, rnd_cost=0.0)) == (True, 0.0)
+    run = _fake_run(tmp_path / "a", normalize_advantages=False, rnd_cost=30.0, kl_cost=0.0)
+    assert resumed(run) == (False, 30.0, 0.0)
+    assert resumed(run, normalize_advantages=True, rnd_cost=5.0, kl_cost=2.0) == (True, 5.0, 2.0)  # given
+    assert resumed(_fake_run(tmp_path / "b", normalize_advantages=True, rnd_cost=0.0, kl_cost=0.7)) == (
+        True, 0.0, 0.7)
     # A config.json from before the settings, or with nulls: what runs without them did
     # (config_json.BEFORE_THE_FIELD), never today's auto.
     for name, edit in (("old", dict.pop), ("null", lambda loss, key: loss.update({key: None}))):
         old = _fake_run(tmp_path / name)
         data = json.loads((old / "config.json").read_text())
-        for key in ("normalize_advantages", "rnd_cost"):
+        for key in ("normalize_advantages", "rnd_cost", "kl_cost"):
             edit(data["loss"], key)
         (old / "config.json").write_text(json.dumps(data))
-        assert resumed(old) == (False, 0.0), name
+        assert resumed(old) == (False, 0.0, 0.0), name
 
 
 def test_the_novelty_bonus_is_on_for_vector_observations_and_off_for_images_unless_told(tmp_path):
