@@ -167,7 +167,7 @@ AUTO_RND_COST = 10.0
 
 # The KL term's weight on vector observations when `kl_cost` is auto. On CartPole (6 seeds) it
 # held back the passes' overshoots that made the return swing once solved, and left Acrobot as it
-# was; at 1 it slowed Acrobot by ~45%. Images keep 0: MinAtar Breakout's one seed ended lower
+# was; at 1 it slowed Acrobot by ~40%. Images keep 0: MinAtar Breakout's one seed ended lower
 # with it (README, "A KL term").
 AUTO_KL_COST = 0.3
 
