@@ -176,12 +176,12 @@ def resolve_auto_settings(config: TrainConfig, observation_shape, *,
                           saved: TrainConfig | None = None, users_code: bool = False) -> TrainConfig:
     """`config` with its automatic settings made concrete for the env's observations, so
     config.json (and a resumed run) holds what the run did, each measured (README): on vector
-    observations `normalize_advantages` None is on ("Learning per frame") and `rnd_cost` None
-    is `AUTO_RND_COST` ("Exploration by default"), `kl_cost` None `AUTO_KL_COST` ("A KL
-    term"); on images all three are off. `learner_xla` None
-    is on only where XLA was measured to pay ("Where the CPU goes"): the built-in MLP with
-    the IMPALA loss on one CPU of one learner host (`users_code`: an agent or loss object
-    given through the Python API, which the config does not name).
+    observations `normalize_advantages` None is on ("Learning per frame"), `rnd_cost` None is
+    `AUTO_RND_COST` ("Exploration by default") and `kl_cost` None is `AUTO_KL_COST` ("A KL
+    term"); on images all three are off. `learner_xla` None is on only where XLA was measured
+    to pay ("Where the CPU goes"): the built-in MLP with the IMPALA loss on one CPU of one
+    learner host (`users_code`: an agent or loss object given through the Python API, which
+    the config does not name).
 
     On resume, `saved` is the run's own config, and auto is what the run trained with (its
     checkpoint holds RND's networks or not), not what auto would choose today; where the
