@@ -1,5 +1,6 @@
 """The impala-rep command: misuse exits 2 with a one-line error; the demo runs."""
 
+import functools
 import pathlib
 import subprocess
 import sys
@@ -348,16 +349,19 @@ def test_unreadable_config_json_is_one_error(tmp_path, content, message):
     assert message in str(err.value)
 
 
-def test_advantage_normalisation_is_on_for_vector_observations_and_off_for_images_unless_told():
-    """`--normalize-advantages` unset means auto; `prepare` makes it concrete, so config.json
-    and a resumed run hold what the run did. Atari presets keep the paper's (off)."""
+def _loss_setting_given_and_resolved(name, *argv):
+    """`LossConfig.<name>` as `train ARGV` parses it, and as `prepare` makes it concrete."""
     from impala_rep.run.cli import config_from_args, parse_args
     from impala_rep.run.prepare import prepare
 
-    def resolved(*argv):
-        config = config_from_args(parse_args(["train", *argv]))
-        return config.loss.normalize_advantages, prepare(config).config.loss.normalize_advantages
+    config = config_from_args(parse_args(["train", *argv]))
+    return getattr(config.loss, name), getattr(prepare(config).config.loss, name)
 
+
+def test_advantage_normalisation_is_on_for_vector_observations_and_off_for_images_unless_told():
+    """`--normalize-advantages` unset means auto; `prepare` makes it concrete, so config.json
+    and a resumed run hold what the run did. Atari presets keep the paper's (off)."""
+    resolved = functools.partial(_loss_setting_given_and_resolved, "normalize_advantages")
     assert resolved() == (None, True)                                         # CartPole's 4 floats
     assert resolved("--env", "Taxi-v4") == (None, True)                       # a one-hot code
     assert resolved("--env", "MinAtar/Breakout-v1") == (None, False)          # 10x10x4 images
@@ -369,13 +373,7 @@ def test_advantage_normalisation_is_on_for_vector_observations_and_off_for_image
 def test_the_kl_term_is_on_for_vector_observations_and_off_for_images_unless_told():
     """`--kl-cost` unset means auto: 0.3 on vector observations, 0 on images, made concrete
     by `prepare`; flags win, and the Atari presets keep the paper's loss (none)."""
-    from impala_rep.run.cli import config_from_args, parse_args
-    from impala_rep.run.prepare import prepare
-
-    def resolved(*argv):
-        config = config_from_args(parse_args(["train", *argv]))
-        return config.loss.kl_cost, prepare(config).config.loss.kl_cost
-
+    resolved = functools.partial(_loss_setting_given_and_resolved, "kl_cost")
     assert resolved() == (None, 0.3)                                          # CartPole's 4 floats
     assert resolved("--env", "Taxi-v4") == (None, 0.3)                        # a one-hot code
     assert resolved("--env", "MinAtar/Breakout-v1") == (None, 0.0)            # 10x10x4 images
