@@ -9,9 +9,8 @@ group it needs, as it is (the `Learner` takes `LossConfig` and
 A field's metadata holds its help text and, where it is not `--` + its name,
 its flag. Presets, `--resume` changes and error messages name a field by its
 *key*: the flag without dashes (`--learner-devices` -> `learner_devices`).
-A leaf module: it imports only `impala_rep.devices`, `.code_spec`, `.config_checks` and
-`.value_checks`, so the command line checks every value without importing TensorFlow,
-gymnasium or Ray.
+A leaf module (it imports only `impala_rep.devices`, `.code_spec`, `.config_checks`, `.value_checks`):
+the command line checks every value without importing TensorFlow, gymnasium or Ray.
 """
 
 from __future__ import annotations
@@ -21,12 +20,8 @@ from typing import Any, Iterator, Mapping
 
 from impala_rep.code_spec import parse_code_spec
 from impala_rep.devices import parse_devices
-from impala_rep.config_checks import ConfigField
-from impala_rep.config_checks import bools as _bools
-from impala_rep.config_checks import declared_choices as _declared_choices
-from impala_rep.config_checks import field as _field
-from impala_rep.config_checks import key_of as _key_of
-from impala_rep.config_checks import numbers as _numbers
+from impala_rep.config_checks import ConfigField, bools as _bools, declared_choices as _declared_choices
+from impala_rep.config_checks import field as _field, key_of as _key_of, numbers as _numbers
 from impala_rep.config_checks import positive_ints as _positive_ints
 from impala_rep.value_checks import (SEED_RANGE, STICKY_ACTIONS_RANGE, is_int, is_seed,
                                      is_sticky_probability, require)
@@ -137,6 +132,8 @@ class LearnerConfig:
     # 8: measured on 3 tasks (README, "Learning per frame"); V-trace corrects the drift.
     passes: int = _field(8, "learner updates on each batch (sample reuse); the learning-rate "
                             "schedule counts every update")
+    target_kl: float | None = _field(None, "stop a batch's passes after the first whose kl metric (actors' "
+                                           "vs. learner's policy) exceeds this; none: every pass")
     loss_grad_norms: bool = _field(False, "also report each loss part's own gradient norm "
                                           "(grad_norm_pg_loss, ...); one more backward pass each")
     queue_capacity: int = _field(1, "unroll blocks the learner queues before actors wait; bounds "
@@ -153,6 +150,7 @@ class LearnerConfig:
     def __post_init__(self):
         _positive_ints(self, "hosts", "batch_size", "passes", "queue_capacity")
         _bools(self, "loss_grad_norms")
+        _numbers(self, ("target_kl",), lambda v: v > 0, "must be > 0", optional=True)
         _bools(self, "xla", auto=True)
         _numbers(self, ("checkpoint_every_s",), lambda v: v > 0, "must be a positive number")
         spec = parse_devices(self.devices)  # raises naming the spec and what is allowed
@@ -343,6 +341,8 @@ class TrainConfig:
         # The local launcher runs one learner in its own process: a group of hosts needs Ray.
         require(self.run.launcher == "ray" or hosts == 1, "learner_hosts", hosts,
                  "must be 1 with --launcher local (several learner hosts need --launcher ray)")
+        require(self.learner.target_kl is None or self.loss.function is None, "target_kl",
+                self.learner.target_kl, "needs the built-in loss's kl metric; leave it unset with --loss")
 
     # --- keys: the flat names flags, presets and resume use -------------------------
     def get(self, key: str) -> Any:

@@ -85,4 +85,5 @@ def build_learner_service(*, config: TrainConfig, observation_shape: Sequence[in
         checkpoint=checkpoint, checkpoint_every_s=config.learner.checkpoint_every_s,
         resume=resume, sync=HostSync(replicator) if hosts > 1 else None, host=host, hosts=hosts,
         frames_per_step=config.steps_per_update, passes=config.learner.passes,
+        target_kl=config.learner.target_kl,
         reward_scale=RewardScale() if config.loss.normalize_rewards else None)

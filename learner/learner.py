@@ -42,6 +42,7 @@ from impala_rep.learner.replicator import (
 )
 from impala_rep.loss_fn import LossFn, apply_loss, impala_loss_fn
 from impala_rep.unroll import TIME_MAJOR_DTYPES, Unroll
+from impala_rep.value_checks import is_number
 
 __all__ = ["Learner", "NonFiniteError"]
 
@@ -275,8 +276,9 @@ class Learner:
 
     # --- public API --------------------------------------------------------------
 
-    def step(self, batch: Unroll, *, passes: int = 1) -> dict[str, float]:
-        """Applies `passes` replicated updates on a batch of `B` unrolls (default one).
+    def step(self, batch: Unroll, *, passes: int = 1,
+             target_kl: float | None = None) -> dict[str, float]:
+        """Applies up to `passes` replicated updates on a batch of `B` unrolls (default one).
 
         Args:
           batch: an `Unroll` with `B` columns (a multiple of the local replicas).
@@ -284,6 +286,12 @@ class Learner:
             once for the first batch's shapes.
           passes: updates on this batch (sample reuse); the batch goes to the
             devices once for all of them.
+          target_kl: stop the passes early, after the first whose loss metric `kl`
+            (the actors' policy against the weights that pass started from) exceeds
+            it, as PPO implementations stop their epochs. The learning-rate schedule
+            still counts every planned pass, so it decays over the same run length.
+            None: every pass. Needs a loss that reports `kl` (the built-in one does;
+            ValueError after the first update otherwise).
 
         Returns:
           Python floats of the last update: the loss's metrics for the whole batch
@@ -291,7 +299,8 @@ class Learner:
           `loss`, `pg_loss`, `baseline_loss`, `entropy_loss` and `entropy`,
           `vtrace_rho_clipped_fraction`, `rho_mean`, `advantage_mean`,
           `value_mean`), `grad_norm` (global, before clipping), `learning_rate` (the rate
-          this update used), and `policy_lag_mean` / `policy_lag_max`: the number
+          this update used), `passes` (the updates this call applied), and
+          `policy_lag_mean` / `policy_lag_max`: the number
           of updates between the weights that produced each unroll and the
           weights the FIRST update starts from (`num_steps - policy_version`).
 
@@ -301,6 +310,8 @@ class Learner:
         """
         if isinstance(passes, bool) or not isinstance(passes, numbers.Integral) or passes < 1:
             raise ValueError(f"passes must be an integer >= 1, got {passes!r}")
+        if target_kl is not None and not (is_number(target_kl) and target_kl > 0):
+            raise ValueError(f"target_kl must be a number > 0 or None, got {target_kl!r}")
         version = self.num_steps
         device = tf.nest.map_structure(tf.convert_to_tensor, self._device_batch(batch))
         for done in range(passes):
@@ -310,6 +321,16 @@ class Learner:
             if not metrics.pop("finite"):
                 bad = sorted(name for name, value in metrics.items() if not math.isfinite(value))
                 raise NonFiniteError(bad or ["loss"], version + done)
+            if target_kl is not None and "kl" not in metrics:  # names are known once traced
+                raise ValueError("target_kl needs a loss that reports the metric 'kl'; this one "
+                                 "reports " + ", ".join(metrics))
+            if target_kl is not None and metrics["kl"] > target_kl:
+                # The schedule is a function of the update count; skipping ahead keeps
+                # its end at the run's last frame. Every host of a group sees the same
+                # reduced `kl`, so all of them stop at the same pass.
+                self._optimizer.iterations.assign_add(passes - done - 1)
+                break
+        metrics["passes"] = float(done + 1)
         lag = version - np.asarray(batch.policy_version, dtype=np.int64)
         metrics["policy_lag_mean"] = float(lag.mean())
         metrics["policy_lag_max"] = float(lag.max())

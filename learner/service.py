@@ -69,6 +69,7 @@ class LearnerService:
         moments go into checkpoints. None: rewards as the actors sent them.
       passes: learner updates on each batch (sample reuse, `LearnerConfig.passes`); the
         weights are published once, after the last.
+      target_kl: stops a batch's passes early at this `kl` (`Learner.step`); None: all.
       frames_per_step: agent steps one batch holds over every host (T x B).
         Given, a resumed learner's learning-rate schedule is re-anchored to the
         restored frames (`Learner.align_schedule`), so a resume with another batch
@@ -84,8 +85,9 @@ class LearnerService:
                  publish: Callable[[list[np.ndarray]], Any] | None = lambda weights: weights,
                  checkpoint=None, checkpoint_every_s: float = 600.0, resume: bool = False,
                  sync=None, host: int = 0, hosts: int = 1, frames_per_step: int | None = None,
-                 passes: int = 1, reward_scale=None):
+                 passes: int = 1, target_kl: float | None = None, reward_scale=None):
         self._learner = learner
+        self._target_kl = target_kl
         self._reward_scale = reward_scale
         self._passes = passes
         self._batch_size = batch_size
@@ -309,10 +311,11 @@ class LearnerService:
                 with self._lock:
                     self._step_started = time.monotonic()
                 try:
-                    # Sample reuse: every host runs the same passes, so the group's
+                    # Sample reuse: every host runs the same passes (a target KL stops all
+                    # of them at the same pass: they share the reduced `kl`), so the group's
                     # collectives stay in step without another agreement. The policy lag
                     # is the actors' (at the first pass), not that of the earlier passes.
-                    metrics = self._learner.step(batch, passes=self._passes)
+                    metrics = self._learner.step(batch, passes=self._passes, target_kl=self._target_kl)
                 except NonFiniteError as err:
                     # The weights were left alone; keep the last good checkpoint.
                     self._non_finite = str(err)

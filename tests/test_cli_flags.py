@@ -169,6 +169,9 @@ def test_hidden_sizes_and_the_new_flags_reach_the_config():
     (["--network", "mlp", "--use-lstm"], "bad network 'mlp': the MLP agent has no LSTM core"),
     (["--learner-hosts", "3"], "bad batch_size 32: must split evenly over 3 learner hosts"),
     (["--agent", "nocolon"], "bad agent 'nocolon'"),
+    (["--target-kl", "0"], "bad target_kl 0.0: must be > 0, or None"),
+    (["--target-kl", "0.02", "--loss", "my_loss:fn"], "bad target_kl 0.02: needs the built-in loss's kl "
+                                                      "metric; leave it unset with --loss"),
 ])
 def test_config_misuse_is_one_line_naming_the_key(argv, message, capsys):
     last = refused_in_process(["train", *argv], capsys)

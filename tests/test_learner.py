@@ -94,7 +94,7 @@ def test_step_equals_manual_sgd_update(replicator, loss_config):
     expected = {"loss", "pg_loss", "baseline_loss", "entropy_loss", "entropy",
                 "vtrace_rho_clipped_fraction", "rho_mean", "advantage_mean", "value_mean",
                 "kl", "value_explained_variance", "vtrace_target_mean", "vtrace_target_square_mean",
-                "grad_norm", "learning_rate", "policy_lag_mean", "policy_lag_max"}
+                "grad_norm", "learning_rate", "passes", "policy_lag_mean", "policy_lag_max"}
     if loss_config.surrogate_clip is not None:
         expected.add("surrogate_clipped_fraction")
     assert set(metrics) == expected
@@ -185,11 +185,46 @@ def test_passes_equal_as_many_steps_on_the_same_batch(replicator):
         np.testing.assert_array_equal(a, b)
     assert metrics["policy_lag_mean"] == metrics["policy_lag_max"] == 0.0  # the first pass's
     assert last["policy_lag_max"] == 2.0
-    assert {k: v for k, v in metrics.items() if "lag" not in k} == {
-        k: v for k, v in last.items() if "lag" not in k}
+    assert metrics["passes"] == 3.0 and last["passes"] == 1.0
+    assert {k: v for k, v in metrics.items() if "lag" not in k and k != "passes"} == {
+        k: v for k, v in last.items() if "lag" not in k and k != "passes"}
     for bad in (0, 1.5, True):
         with pytest.raises(ValueError, match="passes must be an integer >= 1"):
             together.step(batch, passes=bad)
+
+
+def test_a_target_kl_stops_the_passes_after_the_first_whose_kl_exceeds_it(replicator):
+    """`step(batch, passes=8, target_kl=x)` applies the same updates as single steps up
+    to the first whose `kl` (measured before its update) is over x, then stops; the
+    learning-rate schedule moves on by all 8 planned passes."""
+    batch, after = make_batch(4, policy_version=np.zeros(B, np.int64)), make_batch(5)
+    # Uniform actors: the updates move the policy away from them, so `kl` grows over the passes.
+    batch = batch._replace(behaviour_logits=np.zeros_like(batch.behaviour_logits))
+    reference = make_learner(replicator)
+    start = reference.agent.get_weights()
+    kls, weights = [], []
+    for _ in range(8):
+        kls.append(reference.step(batch)["kl"])
+        weights.append(reference.get_weights()[1])
+    full = make_learner(replicator)
+    full.agent.set_weights(start)
+    full.step(batch, passes=8)
+    rate_after_8 = full.step(after)["learning_rate"]
+    # Below the first pass's, between the first two passes' and the later ones', above all.
+    for target in (1e-9, max(kls[:2]), 2 * max(kls)):
+        stop = next((i for i, kl in enumerate(kls) if kl > target), 7)
+        learner = make_learner(replicator)
+        learner.agent.set_weights(start)
+        metrics = learner.step(batch, passes=8, target_kl=target)
+        assert metrics["passes"] == learner.num_steps == stop + 1
+        assert metrics["kl"] == kls[stop]
+        for got, want in zip(learner.get_weights()[1], weights[stop]):
+            np.testing.assert_array_equal(got, want)
+        assert learner.step(after)["learning_rate"] == pytest.approx(rate_after_8)
+    assert 1 < next(i for i, kl in enumerate(kls) if kl > max(kls[:2])) < 7  # the middle case stops early
+    for bad in (0, -1.0, float("nan"), True, "0.1"):
+        with pytest.raises(ValueError, match="target_kl must be a number > 0 or None"):
+            learner.step(batch, target_kl=bad)
 
 
 def test_policy_lag_and_run(replicator):
