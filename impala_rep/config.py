@@ -129,7 +129,7 @@ class LearnerConfig:
                            "fed by its round-robin share of the actors (docs/cluster.md)",
                         flag="--learner-hosts")
     batch_size: int = _field(32, "B, unrolls (env columns) per learner step")
-    # 8: measured on 3 tasks (README, "Learning per frame"); V-trace corrects the drift.
+    # 8: measured on 3 tasks (docs/learning.md); V-trace corrects the drift.
     passes: int = _field(8, "learner updates on each batch (sample reuse); the learning-rate "
                             "schedule counts every update")
     target_kl: float | None = _field(None, "stop a batch's passes after the first whose kl metric (actors' "
@@ -193,21 +193,21 @@ class LossConfig:
     surrogate_clip: float | None = _field(
         0.2, "none: IMPALA's policy gradient; a number epsilon: APPO's clipped surrogate "
               "min(rA, clip(r, 1-epsilon, 1+epsilon)A) on V-trace advantages, r = pi/mu")
-    # Auto from 2026-11-28's runs (README, "A KL term"): steadier CartPole, Breakout lower.
+    # Auto from 2026-11-28's runs (docs/learning.md, "A KL term"): steadier CartPole, Breakout lower.
     kl_cost: float | None = _field(
         None, "weight of KL(behaviour policy || learner policy) in the loss; none (auto): 0.3 "
               "for vector observations, 0 for images", metavar="C")
-    # Auto from 2026-11-26's measurements (README, Learning per frame): every vector task learned
+    # Auto since 2026-11-26 (docs/learning.md, "Advantage normalisation"): every vector task learned
     # as fast or faster (some seeds only with it); MinAtar Breakout reached 10 sooner, ended lower.
     normalize_advantages: bool | None = _field(
         None, "standardise the policy term's advantages over each batch (PPO's), so its "
               "size does not depend on the rewards' scale; none (auto): on for vector "
               "observations, off for images")
-    # Without it Acrobot's policy went deterministic in 10k frames (README, Learning per frame).
+    # Without it Acrobot's policy went deterministic in 10k frames (docs/learning.md).
     normalize_rewards: bool = _field(
         True, "divide rewards by the running standard deviation of the discounted return, "
               "measured by the actors (before any clipping)")
-    # Auto from 2026-11-27's measurements (README, "Exploration by default"): MountainCar learned
+    # Auto since 2026-11-27 (docs/learning.md, "Exploration by default"): MountainCar learned
     # only with it; gated to constant step costs (a bonus on every batch held CartPole below 475).
     rnd_cost: float | None = _field(
         None, "weight of random network distillation's novelty bonus, added to the (scaled) "

@@ -26,7 +26,7 @@ survival reward, rewards that vary) a bonus on every batch competed with the tas
 The episodic, single-value-head simplification of RND: the paper keeps a second value
 head for non-episodic intrinsic returns and divides the bonus by a running standard
 deviation of them; an earlier version here that standardised the bonus never let it fade,
-and MountainCar stalled at -113 to -124 (README, "Exploration").
+and MountainCar stalled at -113 to -124 (docs/learning.md, "Exploration").
 """
 
 from __future__ import annotations

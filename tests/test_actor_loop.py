@@ -72,7 +72,7 @@ def test_the_next_unroll_is_computed_while_the_last_one_waits():
 
     assert frames == 4 * 5 * 4
     # Unroll k+1 is computed while unroll k waits for its reply, so it acts with the
-    # reply to unroll k-1: one block more policy lag, for the overlap (README,
+    # reply to unroll k-1: one block more policy lag, for the overlap (docs/learning.md,
     # "Policy lag: the actor loop's overlap, measured").
     assert learner.sent == [0, 0, 1, 2]
     for version, weight in zip(learner.sent, actor.acted_with):

@@ -162,13 +162,13 @@ def _declared_bounds_normalization(env_spec) -> Any:
 # The novelty bonus's weight on vector observations when `rnd_cost` is auto. At 10 and at 100
 # MountainCar reached -110 on three seeds of three; at 100 Acrobot's bonus never faded (twice
 # its scaled reward per step to the end) and it ended 10-17 lower on two seeds of three, at 10 it
-# matched the runs without the bonus (README, "Exploration by default", "The weight").
+# matched the runs without the bonus (docs/learning.md, "Exploration by default", "The weight").
 AUTO_RND_COST = 10.0
 
 # The KL term's weight on vector observations when `kl_cost` is auto. On CartPole (6 seeds) it
 # held back the passes' overshoots that made the return swing once solved, and left Acrobot as it
 # was; at 1 it slowed Acrobot by ~40%. Images keep 0: MinAtar Breakout's one seed ended lower
-# with it (README, "A KL term").
+# with it (docs/learning.md, "A KL term").
 AUTO_KL_COST = 0.3
 
 
