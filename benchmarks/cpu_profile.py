@@ -60,8 +60,9 @@ def _cpu_us_per_frame(fn, frames_per_call: int, seconds: float, repeats: int = 5
     return best
 
 
-def work_costs(config, seconds: float) -> dict[str, float]:
-    """CPU µs per env frame of each part of the work, measured alone on one thread."""
+def work_costs(config, seconds: float, run: dict | None = None) -> dict[str, float]:
+    """CPU µs per env frame of each part of the work, measured alone on one thread. With
+    `--target-kl` the learner's steps per batch vary: `run`'s mean counts, not `passes`."""
     tf = _common.import_tensorflow()
 
     tf.config.threading.set_intra_op_parallelism_threads(1)
@@ -76,6 +77,8 @@ def work_costs(config, seconds: float) -> dict[str, float]:
     plan = prepare(config)
     num_envs, skip = config.actors.envs_per_actor, plan.frame_skip
     t, b, passes = config.actors.unroll_length, config.learner.batch_size, config.learner.passes
+    if run is not None and config.learner.target_kl is not None:
+        passes = run["learner_steps"] * t * b * skip / run["frames"]
     env = make_vector_env(config.env.id, num_envs=num_envs, seed=0)
     rng = np.random.default_rng(0)
     env.reset()
@@ -103,7 +106,7 @@ def work_costs(config, seconds: float) -> dict[str, float]:
     batch = slice_columns(unroll, 0, b) if num_envs >= b else unroll
     step_us = _cpu_us_per_frame(lambda: learner.step(batch), batch.actions.shape[1] * t * skip,
                                 seconds)
-    return {"env_us": env_us, "policy_us": policy_us, "learner_us": step_us * passes,
+    return {"env_us": env_us, "policy_us": policy_us, "learner_us": step_us * passes, "passes": passes,
             "learner_step_us": step_us, "actor_unroll_us": unroll_us,
             "work_us": env_us + policy_us + step_us * passes}
 
@@ -172,6 +175,7 @@ def profile_run(argv: list[str], logdir: pathlib.Path) -> dict:
     records = read_metrics(logdir)
     total = by_role()
     return {"wall_s": wall_s, "first_trained_frame_s": first_frame_s, "frames": records[-1]["frames"],
+            "learner_steps": records[-1]["learner_steps"],
             "cpu_s": total, "cpu_s_startup": at_first_frame or total, "peak_rss_mib": peak_rss,
             "first_seen_s": first_seen,
             "median_env_fps": statistics.median(r["env_fps"] for r in records),
@@ -190,7 +194,7 @@ def report(work: dict, run: dict, cores: int, startup: dict) -> list[tuple[str, 
     rows += [
         ("work alone, CPU µs per frame: env / policy / learner (passes x step)",
          f"{work['env_us']:.2f} / {work['policy_us']:.2f} / {work['learner_us']:.2f} "
-         f"({work['learner_step_us']:.2f} per step)"),
+         f"({work['passes']:.2f} x {work['learner_step_us']:.2f})"),
         ("work per frame (µs)", f"{work['work_us']:.2f}"),
         ("a whole Actor.unroll per frame (µs); of it, neither env nor policy",
          f"{work['actor_unroll_us']:.2f}; "
@@ -244,7 +248,7 @@ def main() -> int:
     logdir = pathlib.Path(tempfile.mkdtemp(prefix="cpu-profile-")) / "run"
     startup = startup_costs()
     run = profile_run(argv, logdir)
-    work = work_costs(config, args.seconds)
+    work = work_costs(config, args.seconds, run)
     cores = len(os.sched_getaffinity(0))
     rows = report(work, run, cores, startup)
     print(table(["measure", "value"], rows))
