@@ -321,10 +321,12 @@ class Learner:
             if not metrics.pop("finite"):
                 bad = sorted(name for name, value in metrics.items() if not math.isfinite(value))
                 raise NonFiniteError(bad or ["loss"], version + done)
-            if target_kl is not None and "kl" not in metrics:  # names are known once traced
+            if target_kl is None:
+                continue
+            if "kl" not in metrics:  # the names are known once the step is traced
                 raise ValueError("target_kl needs a loss that reports the metric 'kl'; this one "
                                  "reports " + ", ".join(metrics))
-            if target_kl is not None and metrics["kl"] > target_kl:
+            if metrics["kl"] > target_kl:
                 # The schedule is a function of the update count; skipping ahead keeps
                 # its end at the run's last frame. Every host of a group sees the same
                 # reduced `kl`, so all of them stop at the same pass.
