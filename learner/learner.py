@@ -33,13 +33,8 @@ from impala_rep.config import LossConfig, OptimizerConfig
 from impala_rep.learner.checkpointing import agent_trackables, restore_newest_readable
 from impala_rep.learner.gradients import clip_by_global_norm, zero_unless
 from impala_rep.learner.optimizers import make_optimizer as optimizer_from_config
-from impala_rep.learner.replicator import (
-    ReplicatedOptimizer,
-    Replicator,
-    all_reduce,
-    all_reduce_gradients,
-    num_replicas,
-)
+from impala_rep.learner.replicator import (ReplicatedOptimizer, Replicator, all_reduce,
+                                            all_reduce_gradients, num_replicas)
 from impala_rep.loss_fn import LossFn, apply_loss, impala_loss_fn
 from impala_rep.unroll import TIME_MAJOR_DTYPES, Unroll
 from impala_rep.value_checks import is_number
@@ -160,7 +155,8 @@ class Learner:
     @property
     def num_steps(self) -> int:
         """Updates applied so far: the version of the current weights."""
-        return int(self._num_steps.numpy())
+        # One replica's copy (all are equal): ~4x cheaper than reading the mirrored variable.
+        return int(self._replicator.strategy.experimental_local_results(self._num_steps)[0].numpy())
 
     # --- the replicated update ---------------------------------------------------
 

@@ -3,10 +3,11 @@
 `LearnerService` runs without Ray: actors hand it unrolls through `enqueue`
 (which blocks while the queue is full: back-pressure, nothing dropped), a
 background thread takes batches of `batch_size` unrolls and runs
-`Learner.step`, and after every step the new weights are published through the
+`Learner.step`, and after a step the new weights are published through the
 injected `publish` function (identity without Ray; `ray.put` under Ray, so every
-actor fetches one shared copy from the object store). `learner/ray_learner.py`
-wraps it as a Ray actor.
+actor fetches one shared copy from the object store) if an actor has been handed
+the ones published before; otherwise those wait for the first actor that asks, and the
+next step publishes. `learner/ray_learner.py` wraps it as a Ray actor.
 
 Checkpoints (optional, a `RunCheckpoint`) are written by the training thread
 between steps, every `checkpoint_every_s`, and by `save` once training has
@@ -68,7 +69,7 @@ class LearnerService:
         actors' return moments, it divides each batch's rewards before the update; its
         moments go into checkpoints. None: rewards as the actors sent them.
       passes: learner updates on each batch (sample reuse, `LearnerConfig.passes`); the
-        weights are published once, after the last.
+        weights are published at most once, after the last.
       target_kl: stops a batch's passes early at this `kl` (`Learner.step`); None: all.
       frames_per_step: agent steps one batch holds over every host (T x B).
         Given, a resumed learner's learning-rate schedule is re-anchored to the
@@ -132,6 +133,11 @@ class LearnerService:
         # Actors hold the published object inside a list so that Ray passes the
         # reference through instead of resolving it on every reply.
         self._published = self._publish_weights()
+        # Set when an actor is handed `_published`: the training thread publishes after a
+        # step only then. Actors ask about once per unroll block, which holds several
+        # batches, so most publications (a weight read and a `ray.put`, ~1 ms) were never
+        # fetched; an actor that asks after a skipped one gets weights one batch older.
+        self._handed_out = False
         self._last_save_time = time.monotonic()
         self._thread = threading.Thread(target=self._train_loop, name="learner", daemon=True)
         self._thread.start()
@@ -153,10 +159,13 @@ class LearnerService:
         finally:
             self._heard(sender, -1)
         version, weights = self._published
+        self._handed_out = True  # after the read: at worst one publication too many
         return self._done.is_set(), version, weights
 
     def latest_weights(self) -> tuple[int, list]:
-        return self._published
+        published = self._published
+        self._handed_out = True
+        return published
 
     def _heard(self, sender: int | None, waiting: int) -> None:
         if sender is not None:
@@ -320,7 +329,9 @@ class LearnerService:
                     # The weights were left alone; keep the last good checkpoint.
                     self._non_finite = str(err)
                     break
-                self._published = self._publish_weights()
+                if self._handed_out:
+                    self._handed_out = False
+                    self._published = self._publish_weights()
                 # The one per-host measure (how stale this host's batch was): reported
                 # apart from the loss metrics, which every host shares.
                 policy_lag = (metrics.pop("policy_lag_mean"), metrics.pop("policy_lag_max"))
@@ -339,6 +350,10 @@ class LearnerService:
                     save = self._checkpoint_due()  # a single host decides after its step
                 if save and self._checkpoint is not None:
                     self._save_checkpoint()
+            # The final weights, for the actors' last replies (and `latest_weights` after
+            # the run) whether or not the last step's publication was skipped.
+            if self._published[0] != self._learner.num_steps:
+                self._published = self._publish_weights()
         except Exception:  # surfaced to the driver through report()
             self._error = traceback.format_exc()
         finally:

@@ -109,6 +109,34 @@ def test_non_finite_loss_stops_training_and_keeps_the_last_good_checkpoint(repli
     assert sorted(p.name for p in tmp_path.glob("ckpt-*.index")) == ["ckpt-1.index"]
 
 
+def test_weights_are_published_only_once_handed_out_and_at_the_end(replicator):
+    """One enqueue of four batches' columns: the four steps publish once (after the one
+    reply that handed the weights out) instead of four times, and the run's last weights
+    are published when it ends."""
+    versions = []
+
+    def publish(weights):
+        versions.append(learner.num_steps)
+        return weights
+
+    learner = Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(8,)), replicator=replicator,
+                      total_steps=100, optimizer=OptimizerConfig(learning_rate=1e-2),
+                      observation_shape=(OBS,))
+    service = LearnerService(learner=learner, batch_size=B, total_frames=4 * FRAMES_PER_STEP,
+                             queue_capacity=1, publish=publish)
+    _, handed_version, _ = service.enqueue(random_unroll(T=T, B=4 * B, obs_size=OBS, num_actions=A,
+                                                         seed=0))
+    wait_done(service)
+    assert handed_version == 0 and versions[0] == 0
+    # The one hand-out is followed by one publication within the loop; if that was after
+    # step 4 itself, the end adds none.
+    assert len(versions) in (2, 3) and versions[-1] == 4, versions
+    version, weights = service.latest_weights()
+    assert version == 4 and service.report().learner_steps == 4
+    for served_w, own_w in zip(weights[0], learner.agent.get_weights()):
+        np.testing.assert_array_equal(served_w, own_w)
+
+
 def test_passes_train_each_batch_that_many_times(replicator):
     """Sample reuse: with passes=3 each batch gets 3 updates, as 3 `Learner.step` calls on it
     would give, the frames are counted once and the weights published after the last pass."""
