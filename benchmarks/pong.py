@@ -45,7 +45,8 @@ def returns_by_million(logdir: str) -> list[tuple[str, str, str]]:
 
 
 def plot_comparison(logdirs: list[str], out: str) -> pathlib.Path:
-    """Mean return vs env frames of several runs in one PNG, each labelled with its settings."""
+    """Mean return vs env frames of several runs in one PNG, each labelled with its settings,
+    titled with their env ids."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -54,8 +55,10 @@ def plot_comparison(logdirs: list[str], out: str) -> pathlib.Path:
     from impala_rep.config import TrainConfig
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    envs = []  # the title names the runs' envs (it said "Pong" whatever they were)
     for logdir in logdirs:
         config = TrainConfig.from_json(json.loads((pathlib.Path(logdir) / "config.json").read_text()))
+        envs += [config.env.id] if config.env.id not in envs else []
         points = [(r["frames"], r["episode_return_mean"]) for r in read_metrics(logdir)
                   if r["episode_return_mean"] is not None]
         optimizer = config.optimizer
@@ -68,7 +71,7 @@ def plot_comparison(logdirs: list[str], out: str) -> pathlib.Path:
                  f"seed {config.run.seed}")
         ax.plot([f / 1e6 for f, _ in points], [m for _, m in points], label=label)
     ax.set(xlabel="env frames (millions)", ylabel="mean return (last 100 episodes)",
-           title="Pong")
+           title=", ".join(envs))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
