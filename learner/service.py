@@ -136,7 +136,8 @@ class LearnerService:
         # Set when an actor is handed `_published`: the training thread publishes after a
         # step only then. Actors ask about once per unroll block, which holds several
         # batches, so most publications (a weight read and a `ray.put`, ~1 ms) were never
-        # fetched; an actor that asks after a skipped one gets weights one batch older.
+        # fetched. An actor that asks after skipped ones gets the weights of the last step
+        # that ended after a reply: usually one batch older (the policy lag shows it).
         self._handed_out = False
         self._last_save_time = time.monotonic()
         self._thread = threading.Thread(target=self._train_loop, name="learner", daemon=True)
