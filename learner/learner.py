@@ -310,8 +310,9 @@ class Learner:
             raise ValueError(f"target_kl must be a number > 0 or None, got {target_kl!r}")
         version = self.num_steps
         device = tf.nest.map_structure(tf.convert_to_tensor, self._device_batch(batch))
+        run_pass = self._replicator.bind(self._step_fn, device, batch_axis=1)
         for done in range(passes):
-            results = self._replicator.run(self._step_fn, device, batch_axis=1)
+            results = run_pass()
             # Every replica returns the same, already reduced, values, in one vector.
             metrics = dict(zip(self._metric_names, results[0].numpy().tolist()))
             if not metrics.pop("finite"):

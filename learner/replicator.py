@@ -116,6 +116,17 @@ class Replicator:
         Raises:
           ValueError: if the batch size does not divide evenly over the replicas.
         """
+        return self.bind(step_fn, inputs, batch_axis)()
+
+    def bind(self, step_fn: Callable[[Any], Any], inputs: Any,
+             batch_axis: int = 0) -> Callable[[], list[Any]]:
+        """`run` on these inputs as a function of no arguments, to call several times.
+
+        The inputs are checked and converted, and the traced graph looked up, once
+        here instead of on every call: for several steps on one batch (sample reuse),
+        where `run`'s per-call work measured ~0.26 ms of a ~1.1 ms MLP learner step.
+        Same arguments, results and `ValueError` as `run`.
+        """
         flat = [tf.convert_to_tensor(x) for x in tf.nest.flatten(inputs)]
         if not flat:
             raise ValueError("Replicator.run needs at least one input array")
@@ -134,8 +145,11 @@ class Replicator:
         compiled = self._compiled.get(step_fn)
         if compiled is None:
             compiled = self._compiled[step_fn] = self._compile(step_fn)
-        results = compiled(tf.nest.pack_sequence_as(inputs, flat), batch_axis)
-        return list(results)
+        packed = tf.nest.pack_sequence_as(inputs, flat)
+        # The concrete function skips tf.function's dispatch (matching the inputs against
+        # its traces) on every call; it traces first if these shapes are new.
+        concrete = compiled.get_concrete_function(packed, batch_axis)
+        return lambda: list(concrete(packed, batch_axis))
 
     def _compile(self, step_fn: Callable) -> Callable:
         strategy = self._strategy

@@ -93,8 +93,13 @@ def training(replicator, tf, steps=4):
         opt.apply_gradients(zip(grads, variables))
         return loss
 
-    for _ in range(steps):
+    # Half the steps through `run`, half through one `bind` called repeatedly (sample reuse):
+    # both must be the single device's steps.
+    for _ in range(steps // 2):
         replicator.run(step_fn, {"x": x, "y": y})
+    bound = replicator.bind(step_fn, {"x": x, "y": y})
+    for _ in range(steps - steps // 2):
+        bound()
     replicas = [
         [np.asarray(part).tolist() for part in replicator.strategy.experimental_local_results(v.value)]
         for v in model.trainable_variables
@@ -141,6 +146,10 @@ def errors(replicator):
         replicator.run(lambda b: b, {"x": np.zeros((2 * n + 1, 2), np.float32)})
     except ValueError as err:
         found["not_divisible"] = str(err)
+    try:
+        replicator.bind(lambda b: b, {"x": np.zeros((2 * n + 1, 2), np.float32)})
+    except ValueError as err:
+        found["bind_not_divisible"] = str(err)
     try:
         Replicator(f"cpu:{n + 1}")
     except ValueError as err:

@@ -120,8 +120,9 @@ def test_errors_are_clear(run):
     errors = result["errors"]
     if n > 1:
         assert f"over {n} replicas" in errors["not_divisible"] and str(2 * n + 1) in errors["not_divisible"]
+        assert errors["bind_not_divisible"] == errors["not_divisible"]  # checked when bound
     else:  # one replica takes any batch size
-        assert "not_divisible" not in errors
+        assert "not_divisible" not in errors and "bind_not_divisible" not in errors
     assert f"cpu:{n + 1}" in errors["late_count"] and f"initialised with {n}" in errors["late_count"]
     assert "must be called inside a step_fn" in errors["cross_replica"]
     assert errors["unreplicated_sum"] == 2.0
