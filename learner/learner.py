@@ -131,11 +131,13 @@ class Learner:
             # add is kept), so a step costs no extra variable dispatch on the host.
             self._num_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="learner_step",
                                           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+            # Read by the passes' loop in the graph (`_stop_after`); +inf: no target.
+            self._target_kl = tf.Variable(math.inf, dtype=tf.float32, trainable=False)
         self._checkpoint = tf.train.Checkpoint(
             optimizer=self._optimizer.optimizer, step=self._num_steps, **agent_trackables(agent))
         self._managers: dict[str, tf.train.CheckpointManager] = {}
-        # Replicator caches one compiled function per step_fn object; keep ours fixed.
-        self._step_fn = self._replica_step
+        # Replicator caches one compiled function per step_fn (and until) object: keep ours fixed.
+        self._step_fn, self._stop_fn = self._replica_step, self._stop_after
 
     @property
     def agent(self) -> Agent:
@@ -252,6 +254,15 @@ class Learner:
         self._metric_names = list(metrics)
         return tf.stack(list(metrics.values()))
 
+    def _stop_after(self, metrics: tf.Tensor) -> tf.Tensor:
+        """In the passes' loop: stop after a non-finite update, or once `kl` (all-reduced,
+        so every replica and host agrees) is over the target."""
+        names = self._metric_names
+        stop = tf.equal(metrics[names.index("finite")], 0.0)
+        if "kl" in names:
+            stop = tf.logical_or(stop, metrics[names.index("kl")] > self._target_kl)
+        return stop
+
     @staticmethod
     def _device_batch(batch: Unroll) -> dict[str, Any]:
         """The part of `batch` that goes to the devices, splittable along axis 1."""
@@ -280,14 +291,12 @@ class Learner:
           batch: an `Unroll` with `B` columns (a multiple of the local replicas).
             Keep `T`, `B` and the observation shape fixed: the update is compiled
             once for the first batch's shapes.
-          passes: updates on this batch (sample reuse); the batch goes to the
-            devices once for all of them.
-          target_kl: stop the passes early, after the first whose loss metric `kl`
-            (the actors' policy against the weights that pass started from) exceeds
-            it, as PPO implementations stop their epochs. The learning-rate schedule
-            still counts every planned pass, so it decays over the same run length.
-            None: every pass. Needs a loss that reports `kl` (the built-in one does;
-            ValueError after the first update otherwise).
+          passes: updates on this batch (sample reuse), in one call of one graph
+            (`Replicator.repeat`): the batch goes to the devices once for all of them.
+          target_kl: stop the passes after the first whose loss metric `kl` (the actors'
+            policy against the weights that pass started from) exceeds it, as PPO stops
+            its epochs; the learning-rate schedule still counts every planned pass. None:
+            every pass. Needs a loss that reports `kl` (ValueError after the first batch).
 
         Returns:
           Python floats of the last update: the loss's metrics for the whole batch
@@ -309,44 +318,38 @@ class Learner:
         if target_kl is not None and not (is_number(target_kl) and target_kl > 0):
             raise ValueError(f"target_kl must be a number > 0 or None, got {target_kl!r}")
         version = self.num_steps
+        target = math.inf if target_kl is None else float(target_kl)
+        if target != float(self._target_kl.numpy()):
+            self._target_kl.assign(target)
         device = tf.nest.map_structure(tf.convert_to_tensor, self._device_batch(batch))
-        run_pass = self._replicator.bind(self._step_fn, device, batch_axis=1)
-        for done in range(passes):
-            results = run_pass()
-            # Every replica returns the same, already reduced, values, in one vector.
-            metrics = dict(zip(self._metric_names, results[0].numpy().tolist()))
-            if not metrics.pop("finite"):
-                bad = sorted(name for name, value in metrics.items() if not math.isfinite(value))
-                raise NonFiniteError(bad or ["loss"], version + done)
-            if target_kl is None:
-                continue
-            if "kl" not in metrics:  # the names are known once the step is traced
-                raise ValueError("target_kl needs a loss that reports the metric 'kl'; this one "
-                                 "reports " + ", ".join(metrics))
-            if metrics["kl"] > target_kl:
-                # The schedule is a function of the update count; skipping ahead keeps
-                # its end at the run's last frame. Every host of a group sees the same
-                # reduced `kl`, so all of them stop at the same pass.
-                self._optimizer.iterations.assign_add(passes - done - 1)
-                break
-        metrics["passes"] = float(done + 1)
+        # The passes loop in the graph, ending early at a non-finite update or at the target.
+        results, done = self._replicator.repeat(self._step_fn, device, times=passes,
+                                                batch_axis=1, until=self._stop_fn)
+        # Every replica returns the same, already reduced, values, in one vector.
+        metrics = dict(zip(self._metric_names, results[0].numpy().tolist()))
+        if not metrics.pop("finite"):
+            bad = sorted(name for name, value in metrics.items() if not math.isfinite(value))
+            raise NonFiniteError(bad or ["loss"], version + done - 1)
+        if target_kl is not None and "kl" not in metrics:
+            raise ValueError("target_kl needs a loss that reports the metric 'kl'; this one "
+                             "reports " + ", ".join(metrics))
+        if done < passes:
+            # Stopped at the target. The schedule is a function of the update count;
+            # skipping ahead keeps its end at the run's last frame.
+            self._optimizer.iterations.assign_add(passes - done)
+        metrics["passes"] = float(done)
         lag = version - np.asarray(batch.policy_version, dtype=np.int64)
         metrics["policy_lag_mean"] = float(lag.mean())
         metrics["policy_lag_max"] = float(lag.max())
         return metrics
 
     def run(self, batches: Iterable[Unroll], num_steps: int | None = None) -> dict[str, float]:
-        """Calls `step` on each batch, stopping after `num_steps` steps if given.
-
-        Returns:
-          The last step's metrics (`{}` if no step ran).
-        """
+        """Calls `step` on each batch, stopping after `num_steps` steps if given; returns the
+        last step's metrics (`{}` if no step ran)."""
         if num_steps is not None and num_steps < 0:
             raise ValueError(f"num_steps must be >= 0 or None, got {num_steps}")
         metrics: dict[str, float] = {}
-        if num_steps == 0:
-            return metrics
-        for done, batch in enumerate(batches, start=1):
+        for done, batch in enumerate(batches if num_steps != 0 else (), start=1):
             metrics = self.step(batch)
             if num_steps is not None and done >= num_steps:
                 break

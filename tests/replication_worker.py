@@ -93,13 +93,11 @@ def training(replicator, tf, steps=4):
         opt.apply_gradients(zip(grads, variables))
         return loss
 
-    # Half the steps through `run`, half through one `bind` called repeatedly (sample reuse):
-    # both must be the single device's steps.
+    # Half the steps through `run`, half through one `repeat` (the loop in the graph, as a
+    # batch's passes run): both must be the single device's steps.
     for _ in range(steps // 2):
         replicator.run(step_fn, {"x": x, "y": y})
-    bound = replicator.bind(step_fn, {"x": x, "y": y})
-    for _ in range(steps - steps // 2):
-        bound()
+    _, repeated = replicator.repeat(step_fn, {"x": x, "y": y}, times=steps - steps // 2)
     replicas = [
         [np.asarray(part).tolist() for part in replicator.strategy.experimental_local_results(v.value)]
         for v in model.trainable_variables
@@ -121,6 +119,7 @@ def training(replicator, tf, steps=4):
         "single": _np([v.numpy() for v in single.trainable_variables]),
         "unused": _np(unused.numpy()),
         "iterations": int(opt.iterations.numpy()),
+        "repeated": repeated,
     }
 
 
@@ -147,9 +146,9 @@ def errors(replicator):
     except ValueError as err:
         found["not_divisible"] = str(err)
     try:
-        replicator.bind(lambda b: b, {"x": np.zeros((2 * n + 1, 2), np.float32)})
+        replicator.repeat(lambda b: b, {"x": np.zeros((2 * n + 1, 2), np.float32)}, times=2)
     except ValueError as err:
-        found["bind_not_divisible"] = str(err)
+        found["repeat_not_divisible"] = str(err)
     try:
         Replicator(f"cpu:{n + 1}")
     except ValueError as err:
@@ -166,6 +165,26 @@ def errors(replicator):
     return found
 
 
+def repeat_until(replicator, tf):
+    """`repeat` ends after the first step whose (all-reduced) result satisfies `until`."""
+    n = replicator.num_replicas
+    counter = None
+    with replicator.scope():
+        counter = tf.Variable(0.0, aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+
+    def step_fn(batch):
+        counter.assign_add(1.0)
+        return rep_lib.all_reduce(tf.reduce_sum(batch["x"]), op="sum") + counter
+
+    inputs = {"x": np.ones((2 * n, 1), np.float32)}  # sums to 2n over the replicas
+    # counter after step k is k, so the result is 2n + k: over 2n + 3 from the 4th step on.
+    results, done = replicator.repeat(step_fn, inputs, times=10,
+                                      until=lambda r: r > 2 * n + 3.5)
+    never, all_done = replicator.repeat(step_fn, inputs, times=3, until=lambda r: r < 0)
+    return {"done": done, "result": float(results[0]), "all_done": all_done,
+            "counter": float(counter.numpy())}
+
+
 def main(n):
     replicator = Replicator(f"cpu:{n}")
     import tensorflow as tf  # after the Replicator has fixed the device count
@@ -176,6 +195,7 @@ def main(n):
         "training": training(replicator, tf),
         "batch_norm": batch_norm(replicator, tf),
         "errors": errors(replicator),
+        "repeat_until": repeat_until(replicator, tf),
     }
     print("RESULT " + json.dumps(result))
 

@@ -91,7 +91,14 @@ def test_wrapped_optimizer_keeps_replicas_identical(run):
     # optimizer counted one iteration per step.
     assert max(np.abs(np.subtract(v[0], i)).max() for v, i in zip(training["replicas"], training["initial"])) > 1e-2
     np.testing.assert_array_equal(training["unused"], [1.0, 1.0])
-    assert training["iterations"] == 4
+    assert training["iterations"] == 4 and training["repeated"] == 2
+
+
+def test_repeat_stops_after_the_first_step_its_condition_holds_for(run):
+    n, result = run
+    r = result["repeat_until"]
+    assert r["done"] == 4 and r["result"] == 2 * n + 4  # steps 1-3 give 2n+1..2n+3
+    assert r["all_done"] == 3 and r["counter"] == 7  # never true: every step, 4 + 3 in all
 
 
 def test_replicated_steps_equal_single_device_steps(run):
@@ -120,9 +127,9 @@ def test_errors_are_clear(run):
     errors = result["errors"]
     if n > 1:
         assert f"over {n} replicas" in errors["not_divisible"] and str(2 * n + 1) in errors["not_divisible"]
-        assert errors["bind_not_divisible"] == errors["not_divisible"]  # checked when bound
+        assert errors["repeat_not_divisible"] == errors["not_divisible"]
     else:  # one replica takes any batch size
-        assert "not_divisible" not in errors and "bind_not_divisible" not in errors
+        assert "not_divisible" not in errors and "repeat_not_divisible" not in errors
     assert f"cpu:{n + 1}" in errors["late_count"] and f"initialised with {n}" in errors["late_count"]
     assert "must be called inside a step_fn" in errors["cross_replica"]
     assert errors["unreplicated_sum"] == 2.0
