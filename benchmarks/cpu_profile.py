@@ -7,8 +7,8 @@ Part 1, the work alone, in this process, TensorFlow on one thread, with the run'
 settings (default flags plus any after `--`): stepping the env (`envs_per_actor` envs,
 random actions), one compiled policy call for those envs (the actor's own), one whole
 `Actor.unroll` (env, policy and the actor's bookkeeping), and one `Learner.step` on a
-`T x B` batch from that actor, counted `passes` times per batch. CPU microseconds per env
-frame each; env + policy + learner is **the work per frame**, and the **ceiling** is the
+`T x B` batch from that actor with the run's `passes` (one graph call), per update. CPU
+microseconds per env frame each; env + policy + learner is **the work per frame**, and the **ceiling** is the
 frames/s the machine's cores would give if they did only that. `--work-only` stops here
 (what a flag such as `--rnd-cost` adds to the work, with no training run).
 
@@ -61,8 +61,9 @@ def _cpu_us_per_frame(fn, frames_per_call: int, seconds: float, repeats: int = 5
 
 
 def work_costs(config, seconds: float, run: dict | None = None) -> dict[str, float]:
-    """CPU µs per env frame of each part of the work, measured alone on one thread. With
-    `--target-kl` the learner's steps per batch vary: `run`'s mean counts, not `passes`."""
+    """CPU µs per env frame of each part of the work, measured alone on one thread. The
+    learner's is a whole batch's `passes` updates ÷ `passes`, times the updates per batch: with
+    `--target-kl` these vary, and `run`'s mean counts, not `passes`."""
     tf = _common.import_tensorflow()
 
     tf.config.threading.set_intra_op_parallelism_threads(1)
@@ -104,8 +105,11 @@ def work_costs(config, seconds: float, run: dict | None = None) -> dict[str, flo
                       total_steps=config.total_learner_steps(skip), loss=plan.config.loss,
                       optimizer=config.optimizer, loss_fn=plan.loss_fn)  # the run's loss (--loss, --rnd-cost)
     batch = slice_columns(unroll, 0, b) if num_envs >= b else unroll
-    step_us = _cpu_us_per_frame(lambda: learner.step(batch), batch.actions.shape[1] * t * skip,
-                                seconds)
+    # A batch's passes run in one graph call (`Replicator.repeat`), so one update costs less
+    # inside them than alone: time the run's whole batch, and count one update as its share.
+    planned = config.learner.passes
+    step_us = _cpu_us_per_frame(lambda: learner.step(batch, passes=planned),
+                                batch.actions.shape[1] * t * skip, seconds) / planned
     return {"env_us": env_us, "policy_us": policy_us, "learner_us": step_us * passes, "passes": passes,
             "learner_step_us": step_us, "actor_unroll_us": unroll_us,
             "work_us": env_us + policy_us + step_us * passes}
