@@ -319,7 +319,7 @@ class Learner:
             raise ValueError(f"target_kl must be a number > 0 or None, got {target_kl!r}")
         version = self.num_steps
         target = math.inf if target_kl is None else float(target_kl)
-        if target != float(self._target_kl.numpy()):
+        if np.float32(target) != self._target_kl.numpy():  # in float32: no assign per batch
             self._target_kl.assign(target)
         device = tf.nest.map_structure(tf.convert_to_tensor, self._device_batch(batch))
         # The passes loop in the graph, ending early at a non-finite update or at the target.
