@@ -32,7 +32,6 @@ optimizer used unwrapped SUMS them instead: N times the mean gradient.
 from __future__ import annotations
 
 import contextlib
-import functools
 import numbers
 import warnings
 from typing import Any, Callable, Iterable, Sequence
@@ -171,25 +170,32 @@ class Replicator:
         return tf.nest.pack_sequence_as(inputs, flat)
 
     def _compile(self, step_fn: Callable) -> Callable:
-        step = functools.partial(_one_step, self._strategy, self.num_local_replicas, step_fn)
+        strategy, shards = self._strategy, self.num_local_replicas
 
         @tf.function(jit_compile=self._jit_compile)
         def replicated(inputs, batch_axis):
-            return step(inputs, batch_axis)
+            per_replica = _distributed(strategy, shards, inputs, batch_axis)
+            return _per_replica_list(strategy, strategy.run(step_fn, args=(per_replica,)), shards)
 
         return replicated
 
     def _compile_repeated(self, step_fn: Callable, until: Callable | None) -> Callable:
-        step = functools.partial(_one_step, self._strategy, self.num_local_replicas, step_fn)
+        strategy, shards = self._strategy, self.num_local_replicas
         stop = until if until is not None else (lambda result: tf.constant(False))
 
         @tf.function(jit_compile=self._jit_compile)
         def repeated(inputs, batch_axis, times):
-            results, done = step(inputs, batch_axis), tf.constant(1)
+            per_replica = _distributed(strategy, shards, inputs, batch_axis)  # split once
+
+            def step():
+                return _per_replica_list(strategy, strategy.run(step_fn, args=(per_replica,)),
+                                         shards)
+
+            results, done = step(), tf.constant(1)
             for _ in tf.range(1, times):  # a loop in the graph (AutoGraph)
                 if stop(results[0]):
                     break
-                results, done = step(inputs, batch_axis), done + 1
+                results, done = step(), done + 1
             return results, done
 
         return repeated
@@ -212,9 +218,8 @@ class Replicator:
         return ReplicatedOptimizer(optimizer)
 
 
-def _one_step(strategy: tf.distribute.Strategy, shards: int, step_fn: Callable, inputs: Any,
-              batch_axis: int) -> list[Any]:
-    """Inside a traced function: `step_fn` once per local replica on its shard of `inputs`."""
+def _distributed(strategy: tf.distribute.Strategy, shards: int, inputs: Any, batch_axis: int):
+    """Inside a traced function: `inputs` split into one shard per local replica."""
     split = [tf.split(x, shards, axis=batch_axis) for x in tf.nest.flatten(inputs)]
 
     def shard_for(context: tf.distribute.experimental.ValueContext):
@@ -223,8 +228,7 @@ def _one_step(strategy: tf.distribute.Strategy, shards: int, step_fn: Callable, 
         local = context.replica_id_in_sync_group % shards
         return tf.nest.pack_sequence_as(inputs, [parts[local] for parts in split])
 
-    per_replica = strategy.experimental_distribute_values_from_function(shard_for)
-    return _per_replica_list(strategy, strategy.run(step_fn, args=(per_replica,)), shards)
+    return strategy.experimental_distribute_values_from_function(shard_for)
 
 
 def _per_replica_list(strategy: tf.distribute.Strategy, outputs: Any, shards: int) -> list[Any]:
