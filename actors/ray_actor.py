@@ -35,7 +35,7 @@ class _ActorProcess:
         self._slot = slot  # sent with each unroll: the learner tells the driver who is silent
         self._weights_from = learner if weights_from is None else weights_from
         version, published = ray.get(self._weights_from.latest_weights.remote())
-        self._actor.set_weights(ray.get(published[0]), version)
+        self._actor.set_weights(_fetched(published[0]), version)
 
     def pid(self) -> int:
         return os.getpid()
@@ -58,9 +58,15 @@ class _ActorProcess:
             actor=self._actor,
             send=lambda unroll, stats: self._learner.enqueue.remote(unroll, stats, sender=self._slot),
             receive=receive,
-            fetch_weights=ray.get,
+            fetch_weights=_fetched,
             max_unrolls=max_unrolls,
         )
+
+
+def _fetched(published: Any) -> list:
+    """The weight list from what the learner published: carried in the reply when small, in
+    the object store when large (`learner/ray_learner.py`'s `publish`)."""
+    return ray.get(published) if isinstance(published, ray.ObjectRef) else published
 
 
 RayActor = ray.remote(_ActorProcess)

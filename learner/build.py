@@ -45,7 +45,8 @@ def build_learner_service(*, config: TrainConfig, observation_shape: Sequence[in
       host: this host's index in `addresses`.
       addresses: "IP:PORT" of every host of a multi-host learner, in host order;
         empty for a single learner.
-      publish: turns the chief's weights into what actors receive (`ray.put` under Ray).
+      publish: turns the chief's weights into what actors receive (`ray_learner.publish` under
+        Ray).
     """
     hosts = max(1, len(addresses))
     if hosts > 1:

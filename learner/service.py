@@ -4,10 +4,10 @@
 (which blocks while the queue is full: back-pressure, nothing dropped), a
 background thread takes batches of `batch_size` unrolls and runs
 `Learner.step`, and after a step the new weights are published through the
-injected `publish` function (identity without Ray; `ray.put` under Ray, so every
-actor fetches one shared copy from the object store) if an actor has been handed
-the ones published before; otherwise those wait for the first actor that asks, and the
-next step publishes. `learner/ray_learner.py` wraps it as a Ray actor.
+injected `publish` function (identity without Ray; under Ray `ray_learner.publish`:
+carried in each reply when small, else one copy in the object store that every actor
+fetches) if an actor has been handed the ones published before; otherwise those wait
+for the first actor that asks, and the next step publishes. `learner/ray_learner.py` wraps it as a Ray actor.
 
 Checkpoints (optional, a `RunCheckpoint`) are written by the training thread
 between steps, every `checkpoint_every_s`, and by `save` once training has
@@ -57,7 +57,7 @@ class LearnerService:
         (resumed runs included), counted as the queue counts them (agent steps:
         T * columns).
       queue_capacity: unroll blocks held before `enqueue` blocks.
-      publish: turns the weight list into what actors receive (`ray.put` under Ray).
+      publish: turns the weight list into what actors receive (`ray_learner.publish` under Ray).
       checkpoint: a `RunCheckpoint`, or None for no checkpoints.
       checkpoint_every_s: seconds between checkpoints written while training.
       resume: restore the newest readable checkpoint before training starts.
@@ -130,13 +130,13 @@ class LearnerService:
             if frames_per_step is not None:
                 learner.align_schedule(round(counters.frames / frames_per_step) * passes)
         self._done = threading.Event()
-        # Actors hold the published object inside a list so that Ray passes the
-        # reference through instead of resolving it on every reply.
+        # Actors get the published object inside a list so that Ray passes an object
+        # store reference through instead of resolving it on every reply.
         self._published = self._publish_weights()
         # Set when an actor is handed `_published`: the training thread publishes after a
         # step only then. Actors ask about once per unroll block, which holds several
-        # batches, so most publications (a weight read and a `ray.put`, ~1 ms) were never
-        # fetched. An actor that asks after skipped ones gets the weights of the last step
+        # batches, so most publications (a weight read, ~0.3 ms, and under Ray perhaps a
+        # `ray.put`) were never fetched. An actor that asks after skipped ones gets the weights of the last step
         # that ended after a reply: usually one batch older (the policy lag shows it).
         self._handed_out = False
         self._last_save_time = time.monotonic()

@@ -19,6 +19,7 @@ ray = pytest.importorskip("ray")
 from impala_rep.config import TrainConfig  # noqa: E402
 from impala_rep.learner.cluster_spec import free_port, tf_config  # noqa: E402
 from impala_rep.learner.learner_group import create_learner_group, distinct_addresses  # noqa: E402
+from impala_rep.learner.ray_learner import INLINE_BYTES, publish  # noqa: E402
 from impala_rep.learner.report import LearnerReport  # noqa: E402
 from impala_rep.learner.reward_scale import RewardScale  # noqa: E402
 from impala_rep.unroll import EpisodeStats, slice_columns  # noqa: E402
@@ -119,6 +120,15 @@ def reference_replicator():
     return Replicator("cpu")
 
 
+def test_publish_keeps_small_weights_in_the_reply_and_puts_large_ones_in_the_store(local_ray):
+    small = [np.ones(INLINE_BYTES // 8, np.float32), np.zeros(3, np.int32)]
+    assert publish(small) is small
+    large = [np.arange(INLINE_BYTES // 4 + 1, dtype=np.float32)]
+    ref = publish(large)
+    assert isinstance(ref, ray.ObjectRef)
+    np.testing.assert_array_equal(ray.get(ref)[0], large[0])
+
+
 def test_two_hosts_stay_identical_and_equal_one_learner_on_the_whole_batch(local_ray,
                                                                           reference_replicator):
     # Reward scaling on (the default), rewards unclipped, so the scale shows in the update.
@@ -132,7 +142,8 @@ def test_two_hosts_stay_identical_and_equal_one_learner_on_the_whole_batch(local
     try:
         group.wait_started()
         version, published = ray.get(group.chief.latest_weights.remote())
-        initial = ray.get(published[0])
+        initial = published[0]  # this MLP's weights are small: carried in the reply itself
+        assert not isinstance(initial, ray.ObjectRef)
         assert version == 0
         batches = [random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=s) for s in range(STEPS)]
         # Each host's actors report other return moments: the hosts must still agree on one
