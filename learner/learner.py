@@ -75,11 +75,10 @@ class Learner:
         norm of its gradient alone as `grad_norm_<term>`: which part drives the
         update. Costs one more backward pass and all-reduce per term.
 
-    Batch layout on the devices: `Replicator.run` splits every input along ONE
-    axis, so the time-major fields go with `batch_axis=1`, `initial_state`
-    leaves `[B, ...]` are expanded to `[1, B, ...]` for the split and squeezed
-    back inside the replica, and `policy_version` never goes to the devices
-    (policy lag is computed on the host).
+    Batch layout on the devices: `Replicator.run` splits every input along ONE axis, so the
+    time-major fields go with `batch_axis=1`, `initial_state` leaves `[B, ...]` are expanded to
+    `[1, B, ...]` for the split and squeezed back inside the replica, and `policy_version`
+    never goes to the devices (policy lag is computed on the host).
     """
 
     def __init__(
@@ -133,6 +132,7 @@ class Learner:
                                           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
             # Read by the passes' loop in the graph (`_stop_after`); +inf: no target.
             self._target_kl = tf.Variable(math.inf, dtype=tf.float32, trainable=False)
+        self._target_kl_value = np.float32(math.inf)
         self._checkpoint = tf.train.Checkpoint(
             optimizer=self._optimizer.optimizer, step=self._num_steps, **agent_trackables(agent))
         self._managers: dict[str, tf.train.CheckpointManager] = {}
@@ -318,13 +318,13 @@ class Learner:
         if target_kl is not None and not (is_number(target_kl) and target_kl > 0):
             raise ValueError(f"target_kl must be a number > 0 or None, got {target_kl!r}")
         version = self.num_steps
-        target = math.inf if target_kl is None else float(target_kl)
-        if np.float32(target) != self._target_kl.numpy():  # in float32: no assign per batch
+        target = np.float32(math.inf if target_kl is None else target_kl)
+        if target != self._target_kl_value:  # the variable's value, kept here: not read per batch
             self._target_kl.assign(target)
-        device = tf.nest.map_structure(tf.convert_to_tensor, self._device_batch(batch))
+            self._target_kl_value = target
         # The passes loop in the graph, ending early at a non-finite update or at the target.
-        results, done = self._replicator.repeat(self._step_fn, device, times=passes,
-                                                batch_axis=1, until=self._stop_fn)
+        results, done = self._replicator.repeat(self._step_fn, self._device_batch(batch),
+                                                times=passes, batch_axis=1, until=self._stop_fn)
         # Every replica returns the same, already reduced, values, in one vector.
         metrics = dict(zip(self._metric_names, results[0].numpy().tolist()))
         if not metrics.pop("finite"):
