@@ -148,3 +148,27 @@ def test_the_learner_a_run_builds_compiles_as_its_config_says(monkeypatch, flag,
                                     agent_factory=plan.agent_factory, loss_fn=plan.loss_fn)
     assert service.stop(timeout_s=60)  # its training thread, which waits for unrolls
     assert made == [want]
+
+
+_LEARNER_HOST = """
+import functools, json, sys
+import tensorflow as tf
+from impala_rep.agent import MLPAgent
+from impala_rep.config import TrainConfig
+from impala_rep.learner.ray_learner import LearnerHost
+host = LearnerHost()  # the Ray learner's class, run in this fresh process without Ray
+host.start(config=TrainConfig.from_keys(dict(learner_xla=sys.argv[1] == "on", total_frames=1000)),
+           observation_shape=(4,), agent_factory=functools.partial(MLPAgent, num_actions=2))
+print(json.dumps([tf.config.threading.get_intra_op_parallelism_threads(),
+                  tf.config.threading.get_inter_op_parallelism_threads()]))
+host.stop()
+"""
+
+
+@pytest.mark.parametrize("xla,threads", [("on", [1, 1]), ("off", [0, 0])])
+def test_a_learner_host_with_xla_runs_tensorflow_on_one_thread(xla, threads):
+    # One thread under XLA (measured cheaper for the MLP); TensorFlow's default pools (0:
+    # one thread per core) without it, where the CNN step needs them.
+    out = subprocess.run([sys.executable, "-c", _LEARNER_HOST, xla], capture_output=True,
+                         text=True, timeout=300, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == threads
