@@ -143,18 +143,18 @@ class Replicator:
         """
         if isinstance(times, bool) or not isinstance(times, numbers.Integral) or times < 1:
             raise ValueError(f"times must be an integer >= 1, got {times!r}")
-        packed = self._checked(inputs, batch_axis)
+        packed = self._checked(inputs, batch_axis, "repeat")
         compiled = self._compiled.get((step_fn, until))
         if compiled is None:
             compiled = self._compiled[(step_fn, until)] = self._compile_repeated(step_fn, until)
         results, done = compiled(packed, batch_axis, tf.constant(times, tf.int32))
         return list(results), int(done)
 
-    def _checked(self, inputs: Any, batch_axis: int) -> Any:
+    def _checked(self, inputs: Any, batch_axis: int, caller: str = "run") -> Any:
         """`inputs` as tensors, each checked to split evenly along `batch_axis`."""
         flat = [tf.convert_to_tensor(x) for x in tf.nest.flatten(inputs)]
         if not flat:
-            raise ValueError("Replicator.run needs at least one input array")
+            raise ValueError(f"Replicator.{caller} needs at least one input array")
         shards = self.num_local_replicas
         for tensor in flat:
             if tensor.shape.rank is None or tensor.shape.rank <= batch_axis:

@@ -164,6 +164,14 @@ def test_learner_asks_ray_for_its_gpus(spec, gpus):
     assert learner_gpus(spec) == gpus
 
 
+@pytest.mark.parametrize("call, kwargs", [("run", {}), ("repeat", {"times": 2})])
+def test_run_and_repeat_refuse_inputs_without_an_array_naming_themselves(call, kwargs):
+    from impala_rep import Replicator
+
+    with pytest.raises(ValueError, match=rf"Replicator\.{call} needs at least one input array"):
+        getattr(Replicator("cpu"), call)(lambda inputs: inputs, {"state": ()}, **kwargs)
+
+
 # The optimizer mistakes the README ("Optimizers") describes, on 2 logical CPUs: an
 # optimizer made outside scope() (warned of), and a Keras optimizer used unwrapped
 # (Keras sums the replicas' gradients; not detectable, so pinned here as documented).
