@@ -21,9 +21,9 @@ from impala_rep.devices import parse_devices
 
 __all__ = ["LearnerHost", "RayLearnerHost", "learner_gpus", "publish"]
 
-# Ray returns a reply up to this size inline (its `max_direct_call_object_size`, 100 KiB);
-# larger ones go through the object store anyway.
-INLINE_BYTES = 100 * 1024
+# Ray returns a reply of up to 100 KiB inline (its `max_direct_call_object_size`); larger ones
+# go through the object store. Weights up to 64 KiB leave the reply's other bytes room.
+INLINE_BYTES = 64 * 1024
 
 
 def publish(weights: list) -> Any:
