@@ -7,7 +7,8 @@ background thread takes batches of `batch_size` unrolls and runs
 injected `publish` function (identity without Ray; under Ray `ray_learner.publish`:
 carried in each reply when small, else one copy in the object store that every actor
 fetches) if an actor has been handed the ones published before; otherwise those wait
-for the first actor that asks, and the next step publishes. `learner/ray_learner.py` wraps it as a Ray actor.
+for the first actor that asks, and the next step publishes. `learner/ray_learner.py`
+wraps it as a Ray actor.
 
 Checkpoints (optional, a `RunCheckpoint`) are written by the training thread
 between steps, every `checkpoint_every_s`, and by `save` once training has
@@ -136,8 +137,9 @@ class LearnerService:
         # Set when an actor is handed `_published`: the training thread publishes after a
         # step only then. Actors ask about once per unroll block, which holds several
         # batches, so most publications (a weight read, ~0.3 ms, and under Ray perhaps a
-        # `ray.put`) were never fetched. An actor that asks after skipped ones gets the weights of the last step
-        # that ended after a reply: usually one batch older (the policy lag shows it).
+        # `ray.put`) were never fetched. An actor that asks after skipped ones gets the
+        # weights of the last step that ended after a reply: usually one batch older (the
+        # policy lag shows it).
         self._handed_out = False
         self._last_save_time = time.monotonic()
         self._thread = threading.Thread(target=self._train_loop, name="learner", daemon=True)
