@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterable, Sequence
 import tensorflow as tf
 
 from impala_rep.devices import DeviceSpec, parse_devices
+from impala_rep.learner.host_batch import TracedCalls, packable
 from impala_rep.learner.strategies import make_strategy
 
 __all__ = ["DeviceSpec", "Replicator", "CrossReplicaBatchNorm", "parse_devices", "all_reduce",
@@ -70,9 +71,9 @@ class Replicator:
             raise ValueError(f"jit_compile needs one replica, got {self.num_replicas} "
                              f"from devices {self._devices!r}; use one device or no XLA")
         self._jit_compile = bool(jit_compile)
-        # One compiled function per step_fn: tracing once and reusing the graph is
-        # what makes a replicated step cheap.
-        self._compiled: dict[Callable, Callable] = {}
+        # One compiled function per step_fn (a concrete function per input layout):
+        # tracing once and reusing the graph is what makes a replicated step cheap.
+        self._compiled: dict[Any, TracedCalls] = {}
 
     def __repr__(self) -> str:
         return f"Replicator(devices={self._devices!r}, num_replicas={self.num_replicas})"
@@ -117,11 +118,11 @@ class Replicator:
         Raises:
           ValueError: if the batch size does not divide evenly over the replicas.
         """
-        packed = self._checked(inputs, batch_axis)
+        leaves = self._checked(inputs, batch_axis)
         compiled = self._compiled.get(step_fn)
         if compiled is None:
             compiled = self._compiled[step_fn] = self._compile(step_fn)
-        return list(compiled(packed, batch_axis))
+        return list(compiled(inputs, leaves, batch_axis))
 
     def repeat(self, step_fn: Callable[[Any], Any], inputs: Any, *, times: int,
                batch_axis: int = 0,
@@ -143,47 +144,45 @@ class Replicator:
         """
         if isinstance(times, bool) or not isinstance(times, numbers.Integral) or times < 1:
             raise ValueError(f"times must be an integer >= 1, got {times!r}")
-        packed = self._checked(inputs, batch_axis, "repeat")
+        leaves = self._checked(inputs, batch_axis, "repeat")
         compiled = self._compiled.get((step_fn, until))
         if compiled is None:
             compiled = self._compiled[(step_fn, until)] = self._compile_repeated(step_fn, until)
-        results, done = compiled(packed, batch_axis, tf.constant(times, tf.int32))
+        results, done = compiled(inputs, leaves, batch_axis, tf.constant(times, tf.int32))
         return list(results), int(done)
 
-    def _checked(self, inputs: Any, batch_axis: int, caller: str = "run") -> Any:
-        """`inputs` as tensors, each checked to split evenly along `batch_axis`."""
-        flat = [tf.convert_to_tensor(x) for x in tf.nest.flatten(inputs)]
+    def _checked(self, inputs: Any, batch_axis: int, caller: str = "run") -> list:
+        """`inputs`' leaves, each checked to split evenly along `batch_axis`: numpy arrays
+        of numbers or booleans as they are (they travel packed, `learner/host_batch.py`),
+        anything else as a tensor."""
+        flat = [x if packable(x) else tf.convert_to_tensor(x) for x in tf.nest.flatten(inputs)]
         if not flat:
             raise ValueError(f"Replicator.{caller} needs at least one input array")
         shards = self.num_local_replicas
-        for tensor in flat:
-            if tensor.shape.rank is None or tensor.shape.rank <= batch_axis:
+        for leaf in flat:
+            shape = tuple(leaf.shape)  # eager tensors and arrays: every dimension known
+            if len(shape) <= batch_axis:
+                raise ValueError(f"input of shape {shape} has no batch_axis={batch_axis}")
+            if shape[batch_axis] % shards:
                 raise ValueError(
-                    f"input of shape {tuple(tensor.shape)} has no batch_axis={batch_axis}"
+                    f"batch of size {shape[batch_axis]} along axis {batch_axis} does not split "
+                    f"evenly over {shards} replicas; use a multiple of {shards}"
                 )
-            size = tensor.shape[batch_axis]
-            if size % shards:
-                raise ValueError(
-                    f"batch of size {size} along axis {batch_axis} does not split evenly over "
-                    f"{shards} replicas; use a multiple of {shards}"
-                )
-        return tf.nest.pack_sequence_as(inputs, flat)
+        return flat
 
-    def _compile(self, step_fn: Callable) -> Callable:
+    def _compile(self, step_fn: Callable) -> TracedCalls:
         strategy, shards = self._strategy, self.num_local_replicas
 
-        @tf.function(jit_compile=self._jit_compile)
         def replicated(inputs, batch_axis):
             per_replica = _distributed(strategy, shards, inputs, batch_axis)
             return _per_replica_list(strategy, strategy.run(step_fn, args=(per_replica,)), shards)
 
-        return replicated
+        return TracedCalls(replicated, jit_compile=self._jit_compile)
 
-    def _compile_repeated(self, step_fn: Callable, until: Callable | None) -> Callable:
+    def _compile_repeated(self, step_fn: Callable, until: Callable | None) -> TracedCalls:
         strategy, shards = self._strategy, self.num_local_replicas
         stop = until if until is not None else (lambda result: tf.constant(False))
 
-        @tf.function(jit_compile=self._jit_compile)
         def repeated(inputs, batch_axis, times):
             per_replica = _distributed(strategy, shards, inputs, batch_axis)  # split once
 
@@ -198,7 +197,7 @@ class Replicator:
                 results, done = step(), done + 1
             return results, done
 
-        return repeated
+        return TracedCalls(repeated, jit_compile=self._jit_compile)
 
     def reduce(self, op: str, results: Sequence[Any]) -> Any:
         """Reduces `run`'s per-replica results (nested structures) with "sum" or "mean"."""

@@ -1,0 +1,113 @@
+"""A host batch on its way into a compiled step: one buffer, one traced call per layout.
+
+`Replicator.run` and `repeat` take a nest of host arrays at every step. Handed to a
+`tf.function` as they are, each leaf becomes a tensor on its own and the function matches
+the whole nest against its traces on every call: for the CartPole learner's batch (11
+arrays) that cost ~1.0 ms and ~1.3 ms of the calling thread's CPU a step, against ~10 ms
+for the step (measured here, TF 2.21, 2 cores). So a nest of numpy arrays travels as ONE
+uint8 buffer (one conversion, one transfer to the device), sliced and bitcast back into
+its leaves inside the graph, and each input layout is traced once into a concrete function
+that later calls use directly. Anything else (tensors, Python lists) is converted leaf by
+leaf, as `tf.function` would, and takes the same per-layout cache.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Hashable, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["TracedCalls", "pack", "packable", "unpack"]
+
+
+def packable(x: Any) -> bool:
+    """Whether `x` can travel in a packed buffer: a numpy array whose bytes TensorFlow
+    reads the same way (booleans, signed and unsigned integers, floats)."""
+    return isinstance(x, np.ndarray) and x.dtype.kind in "biuf"
+
+Layout = Sequence[tuple[tuple[int, ...], tf.DType]]
+
+
+def pack(leaves: Sequence[np.ndarray]) -> np.ndarray:
+    """The leaves' bytes, C order, one after the other, as one 1-D uint8 array."""
+    return np.concatenate([np.ascontiguousarray(x).reshape(-1).view(np.uint8) for x in leaves])
+
+
+def unpack(buffer: tf.Tensor, layout: Layout) -> list[tf.Tensor]:
+    """Inverse of `pack` inside a graph: `buffer` `[bytes]` uint8 -> one tensor per
+    `(shape, dtype)` of `layout`."""
+    leaves, offset = [], 0
+    for shape, dtype in layout:
+        size = dtype.size * math.prod(shape)
+        piece = buffer[offset:offset + size]
+        offset += size
+        if dtype == tf.bool:  # no bitcast to bool; numpy stores it as one 0/1 byte
+            value = tf.not_equal(piece, 0)
+        elif dtype == tf.uint8:
+            value = piece
+        elif dtype.size == 1:
+            value = tf.bitcast(piece, dtype)
+        else:
+            value = tf.bitcast(tf.reshape(piece, [-1, dtype.size]), dtype)
+        leaves.append(tf.reshape(value, shape))
+    return leaves
+
+
+class TracedCalls:
+    """`body(inputs, static, *args)` compiled once per input layout, called with host batches.
+
+    Args:
+      body: the function to trace; `inputs` reaches it as a nest of tensors with the
+        caller's structure.
+      jit_compile: compile with XLA (`tf.function(jit_compile=...)`).
+    """
+
+    def __init__(self, body: Callable[..., Any], *, jit_compile: bool):
+        self._body = body
+        self._jit_compile = jit_compile
+        self._traced: dict[Hashable, tuple[Any, Callable]] = {}
+
+    def __call__(self, inputs: Any, leaves: list, static: Hashable, *args: tf.Tensor) -> Any:
+        """Calls the concrete function for this layout (tracing it at its first call).
+
+        Args:
+          inputs: the nest, for its structure.
+          leaves: its leaves in `tf.nest.flatten` order: numpy arrays or tensors.
+          static: a hashable Python value the body is traced with (one trace per value).
+          args: further tensors, traced by their shape and dtype.
+        """
+        packed = all(map(packable, leaves))
+        layout = tuple((tuple(x.shape), tf.as_dtype(x.dtype)) for x in leaves)
+        key = (packed, static, layout, tuple((a.shape, a.dtype) for a in args))
+        entry = self._traced.get(key)
+        # Two nests can share the leaves' layout and differ in structure (dict keys).
+        if entry is None or not _same_structure(entry[0], inputs):
+            entry = self._traced[key] = (tf.nest.map_structure(lambda _: None, inputs),
+                                         self._trace(inputs, layout, packed, static, args))
+        feed = [tf.convert_to_tensor(pack(leaves))] if packed else leaves
+        return entry[1](*feed, *args)
+
+    def _trace(self, inputs: Any, layout: Layout, packed: bool, static: Hashable,
+               args: Sequence[tf.Tensor]) -> Callable:
+        structure = tf.nest.map_structure(lambda _: None, inputs)
+        fed = 1 if packed else len(layout)
+
+        def traced(*tensors):
+            leaves = unpack(tensors[0], layout) if packed else list(tensors[:fed])
+            return self._body(tf.nest.pack_sequence_as(structure, leaves), static,
+                              *tensors[fed:])
+
+        specs = ([tf.TensorSpec([sum(d.size * math.prod(s) for s, d in layout)], tf.uint8)]
+                 if packed else [tf.TensorSpec(s, d) for s, d in layout])
+        specs += [tf.TensorSpec(a.shape, a.dtype) for a in args]
+        return tf.function(traced, jit_compile=self._jit_compile).get_concrete_function(*specs)
+
+
+def _same_structure(a: Any, b: Any) -> bool:
+    try:
+        tf.nest.assert_same_structure(a, b)
+    except (ValueError, TypeError):
+        return False
+    return True
