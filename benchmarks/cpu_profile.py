@@ -5,7 +5,7 @@
 
 Part 1, the work alone, in this process, TensorFlow on one thread, with the run's own
 settings (default flags plus any after `--`): stepping the env (`envs_per_actor` envs,
-random actions), one compiled policy call for those envs (the actor's own), one whole
+random actions), one policy call for those envs (the actor's own), one whole
 `Actor.unroll` (env, policy and the actor's bookkeeping), and one `Learner.step` on a
 `T x B` batch from that actor with the run's `passes` (one graph call), per update. CPU
 microseconds per env frame each; env + policy + learner is **the work per frame**, and the **ceiling** is the
@@ -90,11 +90,11 @@ def work_costs(config, seconds: float, run: dict | None = None) -> dict[str, flo
                   agent=plan.agent_factory(), unroll_length=t, seed=0,
                   return_discount=config.return_discount)
     unroll, _ = actor.unroll()
-    # The actor's own compiled policy call (a private attribute: this measures the
-    # actor's internals, so it must be the actor's function, not a copy of it).
+    # The actor's own policy call, compiled or its agent's `host_step` (a private method:
+    # this measures the actor's internals, so it must be the actor's, not a copy of it).
     args = (unroll.observations[0], unroll.prev_actions[0], unroll.prev_rewards[0],
-            unroll.first[0], actor._initial_state)
-    policy_us = _cpu_us_per_frame(lambda: actor._policy(*args), num_envs * skip, seconds)
+            unroll.first[0])
+    policy_us = _cpu_us_per_frame(lambda: actor._act(*args), num_envs * skip, seconds)
     unroll_us = _cpu_us_per_frame(actor.unroll, num_envs * t * skip, seconds)
 
     learner = Learner(agent=plan.agent_factory(),

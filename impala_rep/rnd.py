@@ -115,6 +115,11 @@ class RNDAgent:
     def set_weights(self, weights: Sequence[np.ndarray]) -> None:
         self.policy.set_weights(weights)
 
+    @property
+    def host_step(self) -> Callable:
+        """The policy's (actors act with the policy alone); AttributeError if it has none."""
+        return self.policy.host_step
+
 
 def novelty_bonus(*, novelty: Any, ended: Any) -> tf.Tensor:
     """`[T, B]` novelty of each next observation -> `[T, B]` bonus (gradient-stopped).

@@ -1,8 +1,8 @@
 """`run_actor_loop`: one unroll in flight, each acting with the newest weights replied.
 
 A real `Actor` (CartPole, the MLP agent) fed by a scripted learner: every reply
-publishes a new version whose weights are the agent's own scaled by it, so the
-unrolls' `policy_version` and the agent's weights show which reply each unroll
+publishes a new version whose weights are the agent's own scaled by it (+ 1), so the
+unrolls' `policy_version` and their behaviour logits show which reply each unroll
 was made after.
 """
 
@@ -12,20 +12,33 @@ import numpy as np
 
 from impala_rep.actors.actor import Actor
 from impala_rep.actors.actor_loop import run_actor_loop
-from impala_rep.agent import MLPAgent
+from impala_rep.agent import AgentInputs, MLPAgent
 from impala_rep.envs import make_vector_env
 
 
 class RecordingActor:
-    """The real actor, noting the weights its agent holds as each unroll starts."""
+    """The real actor, noting which weights each unroll acted with: the version whose
+    weights give the unroll's first behaviour logits through the agent's compiled `step`."""
 
     def __init__(self, actor: Actor, agent: MLPAgent):
         self._actor, self._agent = actor, agent
-        self.acted_with: list[np.ndarray] = []
+        self._initial = agent.get_weights()
+        self.acted_with: list[int] = []
 
     def unroll(self):
-        self.acted_with.append(self._agent.get_weights()[0].copy())
-        return self._actor.unroll()
+        unroll, stats = self._actor.unroll()
+        inputs = AgentInputs(unroll.observations[0], unroll.prev_actions[0],
+                             unroll.prev_rewards[0], unroll.first[0])
+        for version in range(8):
+            self._agent.set_weights([w * (version + 1) for w in self._initial])
+            logits = self._agent.step(inputs, ())[0].policy_logits.numpy()
+            if np.allclose(logits, unroll.behaviour_logits[0], rtol=1e-5, atol=1e-6):
+                self.acted_with.append(version)
+                break
+        else:
+            self.acted_with.append(None)
+        self._agent.set_weights(self._initial)
+        return unroll, stats
 
     def set_weights(self, weights, version: int) -> None:
         self._actor.set_weights(weights, version)
@@ -36,7 +49,7 @@ class RecordingActor:
 
 
 class ScriptedLearner:
-    """Replies to the k-th unroll with version k (its weights: the initial ones x k),
+    """Replies to the k-th unroll with version k (its weights: the initial ones x (k + 1)),
     and with stop from the `stop_after`-th on; records what it was sent."""
 
     def __init__(self, agent: MLPAgent, stop_after: int | None = None):
@@ -52,7 +65,7 @@ class ScriptedLearner:
     def receive(self, pending: int) -> tuple:
         self.replies.append(pending)
         stop = self._stop_after is not None and pending >= self._stop_after
-        return stop, pending, [[w * pending for w in self._initial]]
+        return stop, pending, [[w * (pending + 1) for w in self._initial]]
 
 
 def make_actor(num_envs: int = 4, unroll_length: int = 5):
@@ -64,7 +77,6 @@ def make_actor(num_envs: int = 4, unroll_length: int = 5):
 
 def test_the_next_unroll_is_computed_while_the_last_one_waits():
     actor, agent = make_actor()
-    initial = agent.get_weights()[0].copy()
     learner = ScriptedLearner(agent)
 
     frames = run_actor_loop(actor=actor, send=learner.send, receive=learner.receive,
@@ -75,8 +87,7 @@ def test_the_next_unroll_is_computed_while_the_last_one_waits():
     # reply to unroll k-1: one block more policy lag, for the overlap (docs/learning.md,
     # "Policy lag: the actor loop's overlap, measured").
     assert learner.sent == [0, 0, 1, 2]
-    for version, weight in zip(learner.sent, actor.acted_with):
-        np.testing.assert_allclose(weight, initial * version if version else initial)
+    assert actor.acted_with == [0, 0, 1, 2]  # the logits say so too
     assert learner.replies == [1, 2, 3, 4]  # the last one too, after the bound
     assert actor.policy_version == 4
 

@@ -148,6 +148,9 @@ def evaluate_run(logdir: str, *, episodes: int = 100, num_envs: int | None = Non
         path = restore_newest_readable(
             tf.train.Checkpoint(learner=tf.train.Checkpoint(**agent_trackables(built)),
                                 frames=steps_trained), directory, partial=True)
+        # The actor acts with the weights it is given (an agent's `host_step` reads no
+        # variables), so it is handed the restored ones.
+        actor.set_weights(built.get_weights(), int(steps_trained.numpy()))
         returns, lengths = _play(actor, num_envs=num_envs, episodes=episodes,
                                  step_budget=-(-frame_budget // env_spec.frame_skip),
                                  on_progress=on_progress)
