@@ -256,11 +256,13 @@ class LearnerService:
     def _frames_consumed(self) -> int:
         return self._base_frames + self._queue.frames_got
 
-    def _publish_weights(self) -> tuple[int, list]:
+    def _publish_weights(self, version: int | None = None) -> tuple[int, list]:
+        """`version`: the step counter the last step reported (None: read it)."""
+        if version is None:
+            version = self._learner.num_steps
         if self._publish is None:  # not the chief host: its weights are the chief's
-            return self._learner.num_steps, [None]
-        version, weights = self._learner.get_weights()
-        return version, [self._publish(weights)]
+            return version, [None]
+        return version, [self._publish(self._learner.agent.get_weights())]
 
     def _save_checkpoint(self) -> None:
         from impala_rep.learner.checkpointing import RunCounters
@@ -332,9 +334,10 @@ class LearnerService:
                     # The weights were left alone; keep the last good checkpoint.
                     self._non_finite = str(err)
                     break
+                steps = int(metrics.pop("learner_steps"))
                 if self._handed_out:
                     self._handed_out = False
-                    self._published = self._publish_weights()
+                    self._published = self._publish_weights(steps)
                 # The one per-host measure (how stale this host's batch was): reported
                 # apart from the loss metrics, which every host shares.
                 policy_lag = (metrics.pop("policy_lag_mean"), metrics.pop("policy_lag_max"))

@@ -91,10 +91,12 @@ def test_step_equals_manual_sgd_update(replicator, loss_config):
     assert metrics["loss"] == pytest.approx(loss, rel=1e-5)
     assert metrics["grad_norm"] == pytest.approx(global_norm(grads), rel=1e-5)
     assert metrics["learning_rate"] == pytest.approx(lr)
+    assert metrics["learner_steps"] == 1.0  # the counter after the step, as num_steps reads it
     expected = {"loss", "pg_loss", "baseline_loss", "entropy_loss", "entropy",
                 "vtrace_rho_clipped_fraction", "rho_mean", "advantage_mean", "value_mean",
                 "kl", "value_explained_variance", "vtrace_target_mean", "vtrace_target_square_mean",
-                "grad_norm", "learning_rate", "passes", "policy_lag_mean", "policy_lag_max"}
+                "grad_norm", "learning_rate", "passes", "learner_steps", "policy_lag_mean",
+                "policy_lag_max"}
     if loss_config.surrogate_clip is not None:
         expected.add("surrogate_clipped_fraction")
     assert set(metrics) == expected
