@@ -101,9 +101,11 @@ def test_agent_table_lists_every_protocol_member():
                     if isinstance(node, ast.ClassDef) and node.name == "Agent")
     members = {node.target.id for node in protocol.body if isinstance(node, ast.AnnAssign)}
     members |= {node.name for node in protocol.body if isinstance(node, ast.FunctionDef)}
-    # The optional member agent.py states in a comment (the learner reads it with getattr).
-    assert "non_trainable_variables" in source
-    members.add("non_trainable_variables")
+    # The optional members agent.py states in comments (read with getattr: the learner's
+    # non_trainable_variables, the actors' host_step).
+    for optional in ("non_trainable_variables", "host_step"):
+        assert f"# Optional: `{optional}" in source
+        members.add(optional)
     first_column = " ".join(row.split("|")[1] for row in agent_table(API).splitlines()[2:])
     listed = set(re.findall(r"`([a-z_]+)", first_column))
     assert members <= listed, f"the Agent table misses {sorted(members - listed)}"
