@@ -66,7 +66,8 @@ __all__ = ["LossFn", "LossOutput", "impala_loss_fn", "apply_loss", "check_loss_o
 
 # What the learner adds to every step's metrics; a loss metric of the same name would be
 # overwritten (or, for "finite", taken for the learner's own check).
-LEARNER_METRICS = ("grad_norm", "learning_rate", "finite", "policy_lag_mean", "policy_lag_max")
+LEARNER_METRICS = ("grad_norm", "learning_rate", "finite", "passes", "learner_steps",
+                   "policy_lag_mean", "policy_lag_max")
 
 _NO_METRICS: Mapping[str, tf.Tensor] = types.MappingProxyType({})
 

@@ -51,6 +51,11 @@ def reports_a_name_twice(**tensors):
     return LossOutput(out.loss, out.sums, {**out.means, "loss": out.loss})
 
 
+def reports_the_learners_step_count(**tensors):
+    out = impala_loss_fn(**tensors)
+    return LossOutput(out.loss, out.sums, {**out.means, "learner_steps": out.loss})
+
+
 def make_learner(replicator, loss_fn, lr):
     return Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(16,)), replicator=replicator,
                    observation_shape=(OBS,), total_steps=10,
@@ -98,6 +103,8 @@ def test_a_loss_may_report_only_its_own_metrics(replicator):
 @pytest.mark.parametrize("loss_fn, error, match", [
     (old_style_loss, TypeError, r"loss_fn must return an impala_rep.LossOutput\(loss, sums, means\), got a tuple"),
     (reports_a_name_twice, ValueError, r"loss_fn metric names \['loss'\] are in both sums and means"),
+    (reports_the_learners_step_count, ValueError, r"metric names \['learner_steps'\] .* or are the "
+                                                  r"learner's own \(grad_norm, .*learner_steps"),
 ])
 def test_a_loss_breaking_the_contract_is_named(replicator, loss_fn, error, match):
     # Raised while the step is traced (AutoGraph prefixes where, and keeps the type).
