@@ -75,14 +75,16 @@ class Actor:
         host_step = getattr(agent, "host_step", None)
         feed_forward = not tf.nest.flatten(self._initial_state)
         self._host_step = host_step if feed_forward else None
-        self._weights = agent.get_weights() if self._host_step is not None else None
-        self._host_rng = np.random.default_rng(seed)
-        self._rng = tf.random.Generator.from_seed(seed)
-        # Traced once, here, for fixed shapes. Calling the concrete function skips
-        # tf.function's per-call signature matching, which measured ~0.4 ms of a
-        # ~1.2 ms step for 64 CartPoles (TF 2.21, 2 cores).
-        self._policy = None if self._host_step is not None else tf.function(
-            self._policy_step).get_concrete_function(*self._policy_signature())
+        if self._host_step is not None:
+            self._weights = agent.get_weights()
+            self._host_rng = np.random.default_rng(seed)
+        else:
+            self._rng = tf.random.Generator.from_seed(seed)
+            # Traced once, here, for fixed shapes. Calling the concrete function skips
+            # tf.function's per-call signature matching, which measured ~0.4 ms of a
+            # ~1.2 ms step for 64 CartPoles (TF 2.21, 2 cores).
+            self._policy = tf.function(self._policy_step).get_concrete_function(
+                *self._policy_signature())
         self._value = None  # traced at the first time-limit cut (some envs never cut one)
 
         self._version = 0

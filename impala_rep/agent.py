@@ -191,7 +191,7 @@ class MLPAgent:
 
         For 64 CartPoles one compiled `step` cost ~0.8 ms of CPU, nearly all of it
         TensorFlow's fixed cost per call; this costs ~0.09 ms (measured here, TF 2.21).
-        tests/test_agent.py holds it to `step`."""
+        tests/test_host_step.py holds it to `step`."""
         observation = np.asarray(inputs.observation, np.float32)
         x = observation.reshape(len(observation), -1)
         if self._scaling is not None:

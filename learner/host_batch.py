@@ -7,8 +7,8 @@ arrays) that cost ~1.0 ms and ~1.3 ms of the calling thread's CPU a step, agains
 for the step (measured here, TF 2.21, 2 cores). So a nest of numpy arrays travels as ONE
 uint8 buffer (one conversion, one transfer to the device), sliced and bitcast back into
 its leaves inside the graph, and each input layout is traced once into a concrete function
-that later calls use directly. Anything else (tensors, Python lists) is converted leaf by
-leaf, as `tf.function` would, and takes the same per-layout cache.
+that later calls use directly. Anything else (tensors, strings, Python numbers) goes leaf
+by leaf, as `tf.function` would take it, through the same per-layout cache.
 """
 
 from __future__ import annotations
@@ -27,7 +27,12 @@ def packable(x: Any) -> bool:
     reads the same way (booleans, signed and unsigned integers, floats)."""
     return isinstance(x, np.ndarray) and x.dtype.kind in "biuf"
 
+
 Layout = Sequence[tuple[tuple[int, ...], tf.DType]]
+
+
+def _nbytes(shape: tuple[int, ...], dtype: tf.DType) -> int:
+    return dtype.size * math.prod(shape)
 
 
 def pack(leaves: Sequence[np.ndarray]) -> np.ndarray:
@@ -40,7 +45,7 @@ def unpack(buffer: tf.Tensor, layout: Layout) -> list[tf.Tensor]:
     `(shape, dtype)` of `layout`."""
     leaves, offset = [], 0
     for shape, dtype in layout:
-        size = dtype.size * math.prod(shape)
+        size = _nbytes(shape, dtype)
         piece = buffer[offset:offset + size]
         offset += size
         if dtype == tf.bool:  # no bitcast to bool; numpy stores it as one 0/1 byte
@@ -79,19 +84,21 @@ class TracedCalls:
           args: further tensors, traced by their shape and dtype.
         """
         packed = all(map(packable, leaves))
-        layout = tuple((tuple(x.shape), tf.as_dtype(x.dtype)) for x in leaves)
+        # numpy or TensorFlow dtypes as the leaves have them (both hashable): converted
+        # only when a layout is first traced, not on every call.
+        layout = tuple((tuple(x.shape), x.dtype) for x in leaves)
         key = (packed, static, layout, tuple((a.shape, a.dtype) for a in args))
         entry = self._traced.get(key)
         # Two nests can share the leaves' layout and differ in structure (dict keys).
         if entry is None or not _same_structure(entry[0], inputs):
-            entry = self._traced[key] = (tf.nest.map_structure(lambda _: None, inputs),
-                                         self._trace(inputs, layout, packed, static, args))
+            structure = tf.nest.map_structure(lambda _: None, inputs)
+            entry = self._traced[key] = (structure, self._trace(
+                structure, [(s, tf.as_dtype(d)) for s, d in layout], packed, static, args))
         feed = [tf.convert_to_tensor(pack(leaves))] if packed else leaves
         return entry[1](*feed, *args)
 
-    def _trace(self, inputs: Any, layout: Layout, packed: bool, static: Hashable,
+    def _trace(self, structure: Any, layout: Layout, packed: bool, static: Hashable,
                args: Sequence[tf.Tensor]) -> Callable:
-        structure = tf.nest.map_structure(lambda _: None, inputs)
         fed = 1 if packed else len(layout)
 
         def traced(*tensors):
@@ -99,7 +106,7 @@ class TracedCalls:
             return self._body(tf.nest.pack_sequence_as(structure, leaves), static,
                               *tensors[fed:])
 
-        specs = ([tf.TensorSpec([sum(d.size * math.prod(s) for s, d in layout)], tf.uint8)]
+        specs = ([tf.TensorSpec([sum(_nbytes(s, d) for s, d in layout)], tf.uint8)]
                  if packed else [tf.TensorSpec(s, d) for s, d in layout])
         specs += [tf.TensorSpec(a.shape, a.dtype) for a in args]
         return tf.function(traced, jit_compile=self._jit_compile).get_concrete_function(*specs)
