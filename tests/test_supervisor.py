@@ -4,18 +4,28 @@ replaces them)."""
 
 import time
 
-from impala_rep.run.supervisor import ActorSupervisor, actor_seed
+from impala_rep.config import config_fields
+from impala_rep.run.supervisor import STARTUP_LIMIT_S, ActorSupervisor, actor_seed
 
 
 class RecordingFleet:
-    """Actors that never send anything and never end: only their starts and removals."""
+    """Actors that never send anything and never end: only their starts and removals, and
+    which have finished starting (`finish_starting`)."""
 
     def __init__(self):
-        self.started: list[tuple[int, int]] = []
+        self.starts: list[tuple[int, int]] = []
         self.removed: list[int] = []
+        self._finished_starting: list[int] = []
 
     def start(self, slot, seed):
-        self.started.append((slot, seed))
+        self.starts.append((slot, seed))
+
+    def finish_starting(self, *slots):
+        self._finished_starting += slots
+
+    def started(self):
+        slots, self._finished_starting = self._finished_starting, []
+        return slots
 
     def wait(self, timeout_s):
         return []
@@ -31,11 +41,11 @@ def test_actors_are_seeded_with_the_step_the_run_resumes_from():
     new, resumed = RecordingFleet(), RecordingFleet()
     ActorSupervisor(fleet=new, num_actors=2, seed=7)
     ActorSupervisor(fleet=resumed, num_actors=2, seed=7, start_step=1234)
-    assert new.started == [(s, actor_seed(seed=7, slot=s, generation=0, start_step=0))
+    assert new.starts == [(s, actor_seed(seed=7, slot=s, generation=0, start_step=0))
                            for s in (0, 1)]
-    assert resumed.started == [(s, actor_seed(seed=7, slot=s, generation=0, start_step=1234))
+    assert resumed.starts == [(s, actor_seed(seed=7, slot=s, generation=0, start_step=1234))
                                for s in (0, 1)]
-    assert not {seed for _, seed in new.started} & {seed for _, seed in resumed.started}
+    assert not {seed for _, seed in new.starts} & {seed for _, seed in resumed.starts}
 
 
 def test_silence_counts_from_when_the_learner_is_ready():
@@ -45,11 +55,61 @@ def test_silence_counts_from_when_the_learner_is_ready():
     actors = ActorSupervisor(fleet=fleet, num_actors=2, seed=0, timeout_s=1.0)
     time.sleep(1.3)  # the learner is still building: longer than the timeout
     actors.learner_ready()
+    fleet.finish_starting(0, 1)
     assert actors.replace_silent({}) == [] and fleet.removed == []
     time.sleep(1.3)  # now silent for longer than the timeout since the learner was ready
     failures = actors.replace_silent({})
     assert [f.slot for f in failures] == [0, 1] and fleet.removed == [0, 1]
     assert "sent no unroll" in failures[0].cause
     # Replaced with new seeds (generation 1).
-    assert fleet.started[2:] == [(s, actor_seed(seed=0, slot=s, generation=1, start_step=0))
+    assert fleet.starts[2:] == [(s, actor_seed(seed=0, slot=s, generation=1, start_step=0))
                                  for s in (0, 1)]
+
+
+def test_start_up_has_its_own_limit_and_silence_counts_from_its_end():
+    """A replacement that is slow to start (a loaded machine) is not replaced for it; one
+    that never starts is, after the start-up limit; silence counts from a finished start."""
+    fleet = RecordingFleet()
+    actors = ActorSupervisor(fleet=fleet, num_actors=2, seed=0, timeout_s=1.0,
+                             startup_limit_s=2.5)
+    actors.learner_ready()
+    time.sleep(1.3)  # longer than timeout_s, both still starting
+    assert actors.replace_silent({}) == [] and fleet.removed == []
+    fleet.finish_starting(0)  # slot 0 is up now; slot 1 still starting
+    assert actors.replace_silent({}) == []
+    time.sleep(1.3)  # slot 0: silent 1.3 s since it started; slot 1: starting for 2.6 s
+    failures = actors.replace_silent({})
+    assert sorted(f.slot for f in failures) == [0, 1] and sorted(fleet.removed) == [0, 1]
+    causes = {f.slot: f.cause for f in failures}
+    assert causes[0].startswith("sent no unroll for 1 s (limit 1 s)")
+    assert causes[1] == "did not start within 2 s: hung, replaced"
+
+
+def test_the_start_up_limit_is_never_below_the_silence_limit():
+    fleet = RecordingFleet()
+    actors = ActorSupervisor(fleet=fleet, num_actors=1, seed=0, timeout_s=2.0,
+                             startup_limit_s=0.5)
+    actors.learner_ready()
+    time.sleep(1.0)
+    assert actors.replace_silent({}) == []
+    time.sleep(1.3)
+    assert [f.cause for f in actors.replace_silent({})] == ["did not start within 2 s: hung, replaced"]
+
+
+def test_a_slot_whose_start_was_reported_before_its_replacement_starts_anew():
+    """A replacement is starting again: its predecessor's finished start does not count."""
+    fleet = RecordingFleet()
+    actors = ActorSupervisor(fleet=fleet, num_actors=1, seed=0, timeout_s=0.5,
+                             startup_limit_s=5.0)
+    actors.learner_ready()
+    fleet.finish_starting(0)
+    assert actors.replace_silent({}) == []
+    time.sleep(0.7)
+    assert [f.slot for f in actors.replace_silent({})] == [0]  # the started one went silent
+    time.sleep(0.7)  # its replacement is starting: longer than timeout_s is allowed
+    assert actors.replace_silent({}) == [] and fleet.removed == [0]
+
+
+def test_the_flag_help_states_the_start_up_limit():
+    help_text = next(f.field.metadata["help"] for f in config_fields() if f.key == "actor_timeout")
+    assert f"start-up may take up to {STARTUP_LIMIT_S:.0f} s" in help_text

@@ -79,6 +79,7 @@ class _ThreadActorFleet:
         self._plan, self._service = plan, service
         self._threads: dict[int, threading.Thread] = {}
         self._ended: queue.Queue = queue.Queue()
+        self._started: queue.Queue = queue.Queue()
 
     def start(self, slot: int, seed: int) -> None:
         thread = threading.Thread(target=self._run, args=(slot, seed), name=f"actor-{slot}",
@@ -100,6 +101,7 @@ class _ThreadActorFleet:
         except Exception as err:  # noqa: BLE001 - reported as the actor's failure
             self._end(slot, f"failed to start: {one_line(err)}")
             return
+        self._started.put((slot, threading.current_thread()))
         try:
             # Sending is the call itself: enqueue blocks while the queue is full
             # (back-pressure) and its reply carries the newest weights.
@@ -116,6 +118,14 @@ class _ThreadActorFleet:
         # (remove) and ends later says nothing.
         if self._threads.get(slot) is threading.current_thread():
             self._ended.put((slot, cause))
+
+    def started(self) -> list[int]:
+        slots = []
+        while not self._started.empty():
+            slot, thread = self._started.get()
+            if self._threads.get(slot) is thread:  # not a replaced thread's start
+                slots.append(slot)
+        return slots
 
     def wait(self, timeout_s: float) -> list[tuple[int, str | None]]:
         """Ended loops, waiting up to `timeout_s` while some still run (as `ray.wait` does)."""

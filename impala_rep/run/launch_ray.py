@@ -162,6 +162,7 @@ class _RayActorFleet:
         self._plan, self._learner = plan, learner
         self._actors: dict[int, Any] = {}
         self._runs: dict[Any, int] = {}      # pending run() ref -> slot
+        self._starting: dict[Any, int] = {}  # pending pid() ref, resolved once constructed -> slot
         self._node_refs: list[Any] = []
 
     def start(self, slot: int, seed: int) -> None:
@@ -174,6 +175,9 @@ class _RayActorFleet:
         if self._plan.config.run.ray_address:  # asked before run() is queued behind it
             self._node_refs.append(actor.node_id.remote())
         self._actors[slot] = actor
+        # Ray runs an actor's calls in order, so pid() returns once its constructor has
+        # (built the actor, fetched the first weights), before run() starts.
+        self._starting[actor.pid.remote()] = slot
         self._runs[actor.run.remote()] = slot
 
     def node_ids(self, timeout_s: float) -> list[str | None]:
@@ -189,6 +193,13 @@ class _RayActorFleet:
             except ray.exceptions.RayError:
                 pass
         return nodes
+
+    def started(self) -> list[int]:
+        if not self._starting:
+            return []
+        done, _ = ray.wait(list(self._starting), num_returns=len(self._starting), timeout=0)
+        # One that failed to start is reported by wait(): its run() fails as well.
+        return [self._starting.pop(ref) for ref in done]
 
     def wait(self, timeout_s: float) -> list[tuple[int, str | None]]:
         if not self._runs:  # every loop ended: keep the driver's report rhythm
@@ -210,6 +221,7 @@ class _RayActorFleet:
         ray.kill(self._actors.pop(slot))
         # A hung actor's loop has not ended: its end is not to be reported later.
         self._runs = {ref: s for ref, s in self._runs.items() if s != slot}
+        self._starting = {ref: s for ref, s in self._starting.items() if s != slot}
 
     def stop(self, timeout_s: float) -> None:
         if self._runs:
@@ -223,6 +235,7 @@ class _RayActorFleet:
             ray.kill(actor)
         self._actors.clear()
         self._runs.clear()
+        self._starting.clear()
 
 
 def _describe(error: Exception) -> str:

@@ -1,9 +1,13 @@
 """Keeps `num_actors` actors feeding the learner, replacing any that fail.
 
 An actor fails when its process dies (killed, out of memory), its loop
-raises (an env exception), or it hangs: it sends no unroll for `timeout_s`
-(start-up included; the learner reports each actor's silence, and waiting on
-a full queue is not silence). The supervisor has the actor's remains removed,
+raises (an env exception), or it hangs: once started (built, first weights in
+hand), it sends no unroll for `timeout_s` (the learner reports each actor's
+silence, and waiting on a full queue is not silence); or its start-up takes
+longer than `max(timeout_s, startup_limit_s)` (default `STARTUP_LIMIT_S`). Start-up has its own limit because
+its cost (a process, TensorFlow's import, the envs) grows with the machine's
+load, not with what the actor does: a short `timeout_s`, chosen to notice a hung
+env quickly, would otherwise replace replacements that are merely slow to start. The supervisor has the actor's remains removed,
 starts a replacement with a fresh seed in the same slot and reports the event
 with its cause, so the driver can log and count it. Failures that keep coming
 (an env that crashes on every start) would otherwise loop forever: more than
@@ -23,7 +27,13 @@ from typing import Mapping, Protocol
 
 import numpy as np
 
-__all__ = ["ActorSupervisor", "ActorFleet", "ActorFailure", "ActorCrashLoop", "actor_seed"]
+__all__ = ["ActorSupervisor", "ActorFleet", "ActorFailure", "ActorCrashLoop", "actor_seed",
+           "STARTUP_LIMIT_S"]
+
+# Seconds an actor may take to start when `timeout_s` is shorter: far above a start-up
+# on a loaded 2-core machine (~5-30 s), short enough that an env whose constructor
+# hangs is still noticed.
+STARTUP_LIMIT_S = 300.0
 
 
 class ActorCrashLoop(RuntimeError):
@@ -42,6 +52,10 @@ class ActorFleet(Protocol):
 
     def start(self, slot: int, seed: int) -> None:
         """Starts an actor in `slot` that feeds the learner until it says stop."""
+
+    def started(self) -> list[int]:
+        """The slots whose actor finished starting (built, first weights in hand) since the
+        last call; each start is returned once."""
 
     def wait(self, timeout_s: float) -> list[tuple[int, str | None]]:
         """Waits up to `timeout_s` for loops to end: `(slot, None)` for one that ended
@@ -71,18 +85,22 @@ class ActorSupervisor:
       num_actors: slots to keep filled.
       seed, start_step: mixed into every actor's seed (`actor_seed`).
       max_failures, window_s: the crash-loop limit.
-      timeout_s: silence after which an actor counts as hung (`replace_silent`).
+      timeout_s: silence after which a started actor counts as hung (`replace_silent`).
+      startup_limit_s: an actor still starting after `max(timeout_s, startup_limit_s)`
+        counts as hung.
     """
 
     def __init__(self, *, fleet: ActorFleet, num_actors: int, seed: int,
                  start_step: int = 0, max_failures: int = 10, window_s: float = 600.0,
-                 timeout_s: float = float("inf")):
+                 timeout_s: float = float("inf"), startup_limit_s: float = STARTUP_LIMIT_S):
         self._fleet = fleet
         self._seed, self._start_step = seed, start_step
         self._max_failures, self._window_s = max_failures, window_s
         self._timeout_s = timeout_s
+        self._startup_limit_s = max(timeout_s, startup_limit_s)
         self._generation = [0] * num_actors
-        self._started_at = [0.0] * num_actors
+        self._started_at = [0.0] * num_actors   # when the slot's silence clock started
+        self._starting: set[int] = set()         # slots whose actor has not finished starting
         self._failure_times: collections.deque = collections.deque()
         self.restarts = 0
         self.finished: set[int] = set()   # slots whose loop ended because the learner said stop
@@ -93,6 +111,7 @@ class ActorSupervisor:
         seed = actor_seed(seed=self._seed, slot=slot, generation=self._generation[slot],
                           start_step=self._start_step)
         self._started_at[slot] = time.monotonic()
+        self._starting.add(slot)
         self._fleet.start(slot, seed)
 
     def learner_ready(self) -> None:
@@ -119,20 +138,34 @@ class ActorSupervisor:
         return failures
 
     def replace_silent(self, silence_s: Mapping[int, float]) -> list[ActorFailure]:
-        """Replaces the actors that sent nothing for longer than `timeout_s`.
+        """Replaces the actors that sent nothing for longer than `timeout_s` since they
+        started, and those still starting after the start-up limit.
 
         Args:
           silence_s: seconds since each slot's actor last sent an unroll, as the learner
             reports it (`LearnerReport.actor_silence_s`); a slot is silent at most since
-            its actor started, so an old entry does not count against a replacement.
+            its actor finished starting, so an old entry does not count against a
+            replacement.
 
         Raises:
           ActorCrashLoop: as `poll`.
         """
         now, failures = time.monotonic(), []
+        for slot in self._fleet.started():
+            if slot in self._starting:
+                self._starting.discard(slot)
+                self._started_at[slot] = max(self._started_at[slot], now)
         for slot, started in enumerate(self._started_at):
+            if slot in self.finished:
+                continue
+            if slot in self._starting:
+                if now - started > self._startup_limit_s:
+                    failures.append(self._replace(
+                        slot, f"did not start within {self._startup_limit_s:.0f} s: "
+                              "hung, replaced"))
+                continue
             silent = min(silence_s.get(slot, float("inf")), now - started)
-            if slot not in self.finished and silent > self._timeout_s:
+            if silent > self._timeout_s:
                 failures.append(self._replace(
                     slot, f"sent no unroll for {silent:.0f} s (limit {self._timeout_s:.0f} s): "
                           "hung, replaced"))
