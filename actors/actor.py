@@ -1,6 +1,9 @@
 """The actor: steps `E` environments with a copy of the policy and records unrolls.
 
-Ray-free: `actors/ray_actor.py` wraps it in a process. Shapes follow the
+Ray-free: `actors/ray_actor.py` wraps it in a process. It acts through a policy:
+numpy (`actors/host_policy.py`) for a feed-forward agent with a `host_step`,
+else one compiled call per step (`actors/compiled_policy.py`, the only part that
+imports TensorFlow). Shapes follow the
 package convention (see `impala_rep`): `T` unroll length, `E` number of
 environments of this actor (the unroll's batch), `A` number of actions.
 """
@@ -11,10 +14,9 @@ from typing import Any, Sequence
 
 import gymnasium
 import numpy as np
-import tensorflow as tf
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
-from impala_rep.agent import Agent, AgentInputs
+from impala_rep.actors.host_policy import HostPolicy
 from impala_rep.unroll import EpisodeStats, Unroll
 
 __all__ = ["Actor"]
@@ -40,10 +42,13 @@ class Actor:
     reset-step transitions either way.
     """
 
-    def __init__(self, *, env: gymnasium.vector.VectorEnv, agent: Agent, unroll_length: int,
+    def __init__(self, *, env: gymnasium.vector.VectorEnv, agent: Any, unroll_length: int,
                  seed: int, return_discount: float | None = None, greedy: bool = False):
-        """Builds the agent's variables and the compiled policy, and resets `env`.
+        """Builds the agent's variables and its policy, and resets `env`.
 
+        `agent`: an `Agent`, or a TensorFlow-free acting twin
+        (`impala_rep.agent_factory.acting_agent`: `num_actions`, `weight_shapes`,
+        `host_step`, no variables), which acts only once `set_weights` gave it weights.
         `env.reset()` is called without a seed: seed the env where it is made
         (`make_vector_env` does). `seed` seeds the action sampling. With
         `return_discount`, each env's running discounted return is kept and the
@@ -60,32 +65,13 @@ class Actor:
         if int(action_space.n) != agent.num_actions:
             raise ValueError(f"agent has {agent.num_actions} actions, env has {action_space.n}")
         self._env = env
-        self._agent = agent
+        self._num_actions = agent.num_actions
         self._unroll_length = unroll_length
         self._num_envs = env.num_envs
         self._reset_finished_envs = _needs_reset_mask(env)
-
         self._observation_space = env.single_observation_space
-        agent.build(self._observation_space.shape)
-        self._initial_state = tf.nest.map_structure(tf.convert_to_tensor,
-                                                    agent.initial_state(self._num_envs))
-        self._greedy = bool(greedy)
-        # A feed-forward agent with a numpy `host_step` (the Agent protocol's option) acts
-        # without a TensorFlow call per step: the actor keeps its weights as arrays.
-        host_step = getattr(agent, "host_step", None)
-        feed_forward = not tf.nest.flatten(self._initial_state)
-        self._host_step = host_step if feed_forward else None
-        if self._host_step is not None:
-            self._weights = agent.get_weights()
-            self._host_rng = np.random.default_rng(seed)
-        else:
-            self._rng = tf.random.Generator.from_seed(seed)
-            # Traced once, here, for fixed shapes. Calling the concrete function skips
-            # tf.function's per-call signature matching, which measured ~0.4 ms of a
-            # ~1.2 ms step for 64 CartPoles (TF 2.21, 2 cores).
-            self._policy = tf.function(self._policy_step).get_concrete_function(
-                *self._policy_signature())
-        self._value = None  # traced at the first time-limit cut (some envs never cut one)
+        self._policy = _policy_for(agent, observation_space=self._observation_space,
+                                   num_envs=self._num_envs, seed=seed, greedy=bool(greedy))
 
         self._version = 0
         observation, _ = env.reset()
@@ -93,7 +79,6 @@ class Actor:
         self._prev_action = np.zeros([self._num_envs], np.int32)
         self._prev_reward = np.zeros([self._num_envs], np.float32)
         self._first = np.ones([self._num_envs], bool)
-        self._state = self._initial_state
         self._episode_return = np.zeros([self._num_envs], np.float64)
         self._episode_length = np.zeros([self._num_envs], np.int64)
         self._return_discount = return_discount
@@ -109,10 +94,7 @@ class Actor:
 
         An agent with a `host_step` is acted with through the weights given here (or its
         own at construction): changes made to its variables directly are not seen."""
-        if self._host_step is None:
-            self._agent.set_weights(weights)
-        else:
-            self._weights = _same_layout(weights, self._weights)
+        self._policy.set_weights(weights)
         self._version = int(version)
 
     def unroll(self) -> tuple[Unroll, EpisodeStats]:
@@ -123,11 +105,9 @@ class Actor:
         """
         u = _empty_unroll(unroll_length=self._unroll_length, num_envs=self._num_envs,
                           observation_space=self._observation_space,
-                          num_actions=self._agent.num_actions)
+                          num_actions=self._num_actions)
         # The state the agent is fed at obs[0]: reset where obs[0] starts an episode.
-        initial_state = tf.nest.map_structure(
-            np.asarray, _reset_where_first(tf.constant(self._first), self._initial_state,
-                                           self._state))
+        initial_state = self._policy.state_at_start(self._first)
         finished = []
         discounted_returns = []
         for t in range(self._unroll_length):
@@ -166,17 +146,7 @@ class Actor:
              first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """One policy call for all `E` envs: actions `[E]` int32 and logits `[E, A]` float32;
         the recurrent state moves on."""
-        if self._host_step is None:
-            action, logits, self._state = self._policy(observation, prev_action, prev_reward,
-                                                       first, self._state)
-            return action.numpy(), logits.numpy()
-        logits = np.asarray(self._host_step(self._weights, AgentInputs(
-            observation, prev_action, prev_reward, first)).policy_logits, np.float32)
-        if self._greedy:
-            return logits.argmax(-1).astype(np.int32), logits
-        # Gumbel-max: one categorical sample per row, reproducible per seed.
-        noisy = logits + self._host_rng.gumbel(size=logits.shape)
-        return noisy.argmax(-1).astype(np.int32), logits
+        return self._policy.act(observation, prev_action, prev_reward, first)
 
     def _record_agent_inputs(self, u: Unroll, t: int) -> None:
         """Writes the current observation, prev action/reward and first flags at `t`."""
@@ -236,74 +206,36 @@ class Actor:
         observation = np.array(self._observation)  # rows of uncut envs: any valid input
         for i, final_observation in final.items():
             observation[i] = final_observation
-        if self._host_step is not None:
-            output = self._host_step(self._weights, AgentInputs(
-                observation, actions, rewards, np.zeros([self._num_envs], bool)))
-            return np.where(cut, output.baseline, 0.0).astype(np.float32)
-        if self._value is None:
-            observation_spec, action_spec, reward_spec, _, state_spec = self._policy_signature()
-            self._value = tf.function(self._value_step).get_concrete_function(
-                observation_spec, action_spec, reward_spec, state_spec)
-        values = self._value(observation, actions, rewards, self._state).numpy()
+        values = self._policy.values(observation, actions, rewards)
         return np.where(cut, values, 0.0).astype(np.float32)
 
-    def _value_step(self, observation, prev_action, prev_reward, state):
-        """The agent's baseline `[E]` float32 at `observation`, none of it an episode start."""
-        inputs = AgentInputs(observation=observation, prev_action=prev_action,
-                             prev_reward=prev_reward, first=tf.zeros_like(prev_action, tf.bool))
-        output, _ = self._agent.step(inputs, state)
-        return tf.cast(output.baseline, tf.float32)
 
-    def _policy_step(self, observation, prev_action, prev_reward, first, state):
-        """One compiled policy call for all `E` envs.
+def _policy_for(agent: Any, *, observation_space: gymnasium.Space, num_envs: int, seed: int,
+                greedy: bool) -> Any:
+    """The numpy policy for an acting twin or a feed-forward agent with a `host_step`,
+    else the compiled one (which imports TensorFlow)."""
+    host_step = getattr(agent, "host_step", None)
+    if host_step is not None and hasattr(agent, "weight_shapes"):  # a twin: no variables
+        return HostPolicy(host_step=host_step, weights=None, seed=seed, greedy=greedy,
+                          weight_shapes=agent.weight_shapes(observation_space.shape))
+    agent.build(observation_space.shape)
+    if host_step is not None and _no_state(agent.initial_state(num_envs)):
+        weights = agent.get_weights()
+        return HostPolicy(host_step=host_step, weights=weights, seed=seed, greedy=greedy,
+                          weight_shapes=[np.shape(w) for w in weights])
+    from impala_rep.actors.compiled_policy import CompiledPolicy
 
-        Args: observation `[E, *obs]`, prev_action `[E]` int32, prev_reward `[E]`
-        float32, first `[E]` bool, state the agent's nest of `[E, ...]`.
-        Returns: actions `[E]` int32 sampled from the logits (their arg-max if greedy), logits `[E, A]`
-        float32, and the agent's new state.
-        """
-        state = _reset_where_first(first, self._initial_state, state)
-        inputs = AgentInputs(observation=observation, prev_action=prev_action,
-                             prev_reward=prev_reward, first=first)
-        output, new_state = self._agent.step(inputs, state)
-        logits = tf.cast(output.policy_logits, tf.float32)
-        if self._greedy:
-            return tf.argmax(logits, axis=-1, output_type=tf.int32), logits, new_state
-        # Stateless sampling seeded from the actor's generator: reproducible per seed.
-        seed = self._rng.make_seeds(1)[:, 0]
-        action = tf.random.stateless_categorical(logits, 1, seed=seed, dtype=tf.int32)[:, 0]
-        return action, logits, new_state
-
-    def _policy_signature(self) -> list:
-        e, space = self._num_envs, self._observation_space
-        return [
-            tf.TensorSpec([e, *space.shape], tf.as_dtype(space.dtype)),
-            tf.TensorSpec([e], tf.int32),
-            tf.TensorSpec([e], tf.float32),
-            tf.TensorSpec([e], tf.bool),
-            tf.nest.map_structure(lambda x: tf.TensorSpec(x.shape, x.dtype), self._initial_state),
-        ]
+    return CompiledPolicy(agent=agent, observation_space=observation_space, num_envs=num_envs,
+                          seed=seed, greedy=greedy)
 
 
-def _reset_where_first(first: tf.Tensor, initial_state: Any, state: Any) -> Any:
-    """Per row: `initial_state` where `first` `[E]` is True, else `state` (nests of `[E, ...]`)."""
-
-    def select(initial: tf.Tensor, current: tf.Tensor) -> tf.Tensor:
-        mask = tf.reshape(first, [-1] + [1] * (current.shape.rank - 1))
-        return tf.where(mask, initial, current)
-
-    return tf.nest.map_structure(select, initial_state, state)
-
-
-def _same_layout(weights: Sequence[np.ndarray], like: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """`weights` as arrays, checked against the agent's own (count and shapes)."""
-    weights = [np.asarray(w) for w in weights]
-    if len(weights) != len(like):
-        raise ValueError(f"expected {len(like)} weight arrays, got {len(weights)}")
-    for got, want in zip(weights, like):
-        if got.shape != want.shape:
-            raise ValueError(f"weight of shape {got.shape} where the agent has {want.shape}")
-    return weights
+def _no_state(state: Any) -> bool:
+    """Whether a recurrent state nest holds no arrays (a feed-forward agent's `()`)."""
+    if isinstance(state, (tuple, list)):
+        return all(map(_no_state, state))
+    if isinstance(state, dict):
+        return all(map(_no_state, state.values()))
+    return False
 
 
 def _needs_reset_mask(env: gymnasium.vector.VectorEnv) -> bool:

@@ -17,12 +17,17 @@ __all__ = ["build_actor"]
 def build_actor(*, env: EnvConfig, actors: ActorConfig, agent_factory: Callable[[], Any], seed: int,
                 return_discount: float | None = None):
     """An `Actor` stepping `actors.envs_per_actor` copies of `env`, seeded with `seed`;
-    `return_discount` as `Actor` takes it (`TrainConfig.return_discount`)."""
+    `return_discount` as `Actor` takes it (`TrainConfig.return_discount`).
+
+    It acts with the agent's TensorFlow-free twin where it has one (`acting_agent`), so
+    it has no weights until `set_weights`; else it builds the agent."""
     from impala_rep.actors.actor import Actor
+    from impala_rep.agent_factory import acting_agent
     from impala_rep.envs.factory import make_vector_env
 
     vector_env = make_vector_env(env.id, num_envs=actors.envs_per_actor, seed=seed,
                                  sticky_actions=env.sticky_actions, episodic_life=env.episodic_life,
                                  max_episode_steps=env.max_episode_steps)
-    return Actor(env=vector_env, agent=agent_factory(), unroll_length=actors.unroll_length, seed=seed,
+    agent = acting_agent(agent_factory) or agent_factory()
+    return Actor(env=vector_env, agent=agent, unroll_length=actors.unroll_length, seed=seed,
                  return_discount=return_discount)

@@ -21,13 +21,16 @@ class _ActorProcess:
     def __init__(self, *, env: EnvConfig, actors: ActorConfig, seed: int,
                  agent_factory: Callable[[], Any], learner, weights_from=None,
                  slot: int | None = None, return_discount: float | None = None):
-        import tensorflow as tf
-
-        # Many actor processes share few cores: one thread each for TensorFlow's
-        # ops avoids oversubscription that slows every process down.
-        tf.config.threading.set_intra_op_parallelism_threads(1)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
         from impala_rep.actors.build import build_actor
+        from impala_rep.agent_factory import acting_agent
+
+        if acting_agent(agent_factory) is None:  # a twin acts in numpy: no TensorFlow here
+            import tensorflow as tf
+
+            # Many actor processes share few cores: one thread each for TensorFlow's
+            # ops avoids oversubscription that slows every process down.
+            tf.config.threading.set_intra_op_parallelism_threads(1)
+            tf.config.threading.set_inter_op_parallelism_threads(1)
 
         self._actor = build_actor(env=env, actors=actors, agent_factory=agent_factory, seed=seed,
                                   return_discount=return_discount)

@@ -12,38 +12,18 @@ Shapes follow the package convention (see `impala_rep`): `B` batch, `T` time,
 from __future__ import annotations
 
 import collections
-from typing import Any, NamedTuple, Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 import tensorflow as tf
 
+from impala_rep.agent_io import AgentInputs, AgentOutput  # noqa: F401  (their documented home)
+from impala_rep.host_mlp import mlp_host_step
 # bounds_normalization is re-exported: docs/api.md names it here, beside MLPAgent.
 from impala_rep.observation_scaling import bounds_normalization, observation_scaling  # noqa: F401
 
 __all__ = ["AgentOutput", "AgentInputs", "Agent", "MLPAgent", "flat_observations", "layer_variables",
            "weights_of", "assign_weights"]
-
-
-class AgentOutput(NamedTuple):
-    """policy_logits `[..., A]` and baseline `[...]` (leading dims `[B]` or `[T, B]`)."""
-
-    policy_logits: tf.Tensor
-    baseline: tf.Tensor
-
-
-class AgentInputs(NamedTuple):
-    """What an agent sees at each step (leading dims `[B]` for `step`, `[T, B]` for `unroll`).
-
-    observation: `[..., *obs_shape]`; prev_action: int32, the action taken just
-    before this observation (0 at an episode's start); prev_reward: float32, the
-    reward received on arriving here (0 at an episode's start); first: bool, this
-    observation starts an episode (recurrent agents reset their state here).
-    """
-
-    observation: Any
-    prev_action: Any
-    prev_reward: Any
-    first: Any
 
 
 class Agent(Protocol):
@@ -192,14 +172,4 @@ class MLPAgent:
         For 64 CartPoles one compiled `step` cost ~0.8 ms of CPU, nearly all of it
         TensorFlow's fixed cost per call; this costs ~0.09 ms (measured here, TF 2.21).
         tests/test_host_step.py holds it to `step`."""
-        observation = np.asarray(inputs.observation, np.float32)
-        x = observation.reshape(len(observation), -1)
-        if self._scaling is not None:
-            offset, scale = self._scaling
-            x = (x - offset) * scale
-        layers = list(zip(weights[0::2], weights[1::2]))  # (kernel, bias) of each Dense
-        for kernel, bias in layers[:-2]:
-            x = np.maximum(x @ kernel + bias, 0.0)  # the torso's relu
-        (policy_kernel, policy_bias), (baseline_kernel, baseline_bias) = layers[-2:]
-        return AgentOutput(x @ policy_kernel + policy_bias,
-                           (x @ baseline_kernel + baseline_bias)[:, 0])
+        return mlp_host_step(weights, inputs, scaling=self._scaling)

@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 
 from impala_rep.config import NETWORKS  # the one list of network names (the CLI's choices)
 
-__all__ = ["make_agent", "SHALLOW_MIN_IMAGE_SIZE"]
+__all__ = ["make_agent", "acting_agent", "SHALLOW_MIN_IMAGE_SIZE"]
 
 # The shallow torso's "valid" convolutions need this many pixels in height and
 # width: 8x8 stride 4 must leave at least 4x4 for the 4x4 stride 2 conv.
@@ -83,10 +83,32 @@ def make_agent(
                              use_lstm=bool(use_lstm))
 
 
+def acting_agent(factory: Callable[[], Any]) -> Any | None:
+    """What an actor can act with instead of building `factory`'s agent: a TensorFlow-free
+    twin (`num_actions`, `weight_shapes(observation_shape)`, `host_step`) when the factory's
+    builder names one in its `acting_twin` attribute (the built-in MLP; RND's agent, which
+    acts with its policy); None for any other agent (CNN, LSTM, PopArt, a user's), which
+    the actor builds. With a twin, the actor process imports no TensorFlow."""
+    if isinstance(factory, functools.partial) and not factory.args:
+        twin = getattr(factory.func, "acting_twin", None)
+        if twin is not None:
+            return twin(**factory.keywords)
+    return None
+
+
 def _mlp(**kwargs: Any) -> Any:
     from impala_rep.agent import MLPAgent
 
     return MLPAgent(**kwargs)
+
+
+def _mlp_twin(**kwargs: Any) -> Any:
+    from impala_rep.host_mlp import MLPHostAgent
+
+    return MLPHostAgent(**kwargs)
+
+
+_mlp.acting_twin = _mlp_twin
 
 
 def _cnn(**kwargs: Any) -> Any:

@@ -17,6 +17,7 @@ import os
 import pathlib
 from typing import Any, Callable
 
+from impala_rep.agent_factory import acting_agent
 from impala_rep.config import AgentConfig, TrainConfig
 from impala_rep.devices import DeviceSpec, parse_devices
 from impala_rep.run.errors import SetupError
@@ -126,6 +127,10 @@ def _rnd_agent(*, policy: Callable[[], Any], observation_normalization) -> Any:
     from impala_rep.rnd import RNDAgent
 
     return RNDAgent(policy(), observation_normalization=observation_normalization)
+
+
+# RND's agent acts with its policy alone (`RNDAgent.get_weights`, `host_step`).
+_rnd_agent.acting_twin = lambda *, policy, observation_normalization: acting_agent(policy)
 
 
 def _rnd_loss(**kwargs: Any) -> Any:

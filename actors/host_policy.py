@@ -1,0 +1,82 @@
+"""An actor's policy in numpy: an agent's `host_step` with weights held as arrays.
+
+TensorFlow-free: an actor acting with an `acting_agent` twin never imports it. For
+a small network a compiled call's fixed cost was most of the step (one call for 64
+CartPoles ~0.8 ms of CPU against ~0.09 ms here; TF 2.21). `actors/compiled_policy.py`
+is the other kind, with the same methods.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from impala_rep.agent_io import AgentInputs, AgentOutput
+
+__all__ = ["HostPolicy"]
+
+
+class HostPolicy:
+    """Acts for `E` envs with `host_step(weights, inputs) -> AgentOutput` (feed-forward).
+
+    Args:
+      host_step: the agent's numpy step.
+      weights: the weights to act with until `set_weights`; None: none yet (an acting
+        twin has no variables: `act` refuses until the learner's weights arrive).
+      weight_shapes: the layout every weight list must have (count and shapes).
+      seed: seeds the numpy Generator that samples actions (Gumbel-max).
+      greedy: act with the most probable action instead of sampling.
+    """
+
+    initial_state = ()  # feed-forward: no recurrent state
+
+    def __init__(self, *, host_step: Callable[..., AgentOutput],
+                 weights: Sequence[np.ndarray] | None, weight_shapes: Sequence[Sequence[int]],
+                 seed: int, greedy: bool):
+        self._host_step = host_step
+        self._shapes = [tuple(s) for s in weight_shapes]
+        self._weights = None if weights is None else self._checked(weights)
+        self._rng = np.random.default_rng(seed)
+        self._greedy = greedy
+
+    def set_weights(self, weights: Sequence[np.ndarray]) -> None:
+        self._weights = self._checked(weights)
+
+    def state_at_start(self, first: np.ndarray) -> tuple:
+        """The recurrent state fed at an unroll's first step: none."""
+        return ()
+
+    def act(self, observation: np.ndarray, prev_action: np.ndarray, prev_reward: np.ndarray,
+            first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Actions `[E]` int32 and logits `[E, A]` float32."""
+        logits = np.asarray(self._step(AgentInputs(observation, prev_action, prev_reward, first))
+                            .policy_logits, np.float32)
+        if self._greedy:
+            return logits.argmax(-1).astype(np.int32), logits
+        # Gumbel-max: one categorical sample per row, reproducible per seed.
+        noisy = logits + self._rng.gumbel(size=logits.shape)
+        return noisy.argmax(-1).astype(np.int32), logits
+
+    def values(self, observation: np.ndarray, prev_action: np.ndarray,
+               prev_reward: np.ndarray) -> np.ndarray:
+        """The baseline `[E]` at `observation`, none of it an episode's start."""
+        first = np.zeros([len(observation)], bool)
+        return np.asarray(self._step(AgentInputs(observation, prev_action, prev_reward, first))
+                          .baseline, np.float32)
+
+    def _step(self, inputs: AgentInputs) -> AgentOutput:
+        if self._weights is None:
+            raise RuntimeError("the actor has no weights to act with yet: call set_weights "
+                               "(an acting twin has no variables of its own)")
+        return self._host_step(self._weights, inputs)
+
+    def _checked(self, weights: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """`weights` as arrays, checked against the layout (count and shapes)."""
+        weights = [np.asarray(w) for w in weights]
+        if len(weights) != len(self._shapes):
+            raise ValueError(f"expected {len(self._shapes)} weight arrays, got {len(weights)}")
+        for got, want in zip(weights, self._shapes):
+            if got.shape != want:
+                raise ValueError(f"weight of shape {got.shape} where the agent has {want}")
+        return weights
