@@ -85,11 +85,17 @@ def test_start_up_has_its_own_limit_and_silence_counts_from_its_end():
     assert causes[1] == "did not start within 2 s: hung, replaced"
 
 
-def test_the_start_up_limit_is_never_below_the_silence_limit():
+def _one_actor(*, timeout_s, startup_limit_s):
+    """A fleet of one and its supervisor, the learner ready."""
     fleet = RecordingFleet()
-    actors = ActorSupervisor(fleet=fleet, num_actors=1, seed=0, timeout_s=2.0,
-                             startup_limit_s=0.5)
+    actors = ActorSupervisor(fleet=fleet, num_actors=1, seed=0, timeout_s=timeout_s,
+                             startup_limit_s=startup_limit_s)
     actors.learner_ready()
+    return fleet, actors
+
+
+def test_the_start_up_limit_is_never_below_the_silence_limit():
+    _, actors = _one_actor(timeout_s=2.0, startup_limit_s=0.5)
     time.sleep(1.0)
     assert actors.replace_silent({}) == []
     time.sleep(1.3)
@@ -98,10 +104,7 @@ def test_the_start_up_limit_is_never_below_the_silence_limit():
 
 def test_a_slot_whose_start_was_reported_before_its_replacement_starts_anew():
     """A replacement is starting again: its predecessor's finished start does not count."""
-    fleet = RecordingFleet()
-    actors = ActorSupervisor(fleet=fleet, num_actors=1, seed=0, timeout_s=0.5,
-                             startup_limit_s=5.0)
-    actors.learner_ready()
+    fleet, actors = _one_actor(timeout_s=0.5, startup_limit_s=5.0)
     fleet.finish_starting(0)
     assert actors.replace_silent({}) == []
     time.sleep(0.7)
