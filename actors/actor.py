@@ -47,8 +47,9 @@ class Actor:
         """Builds the agent's variables and its policy, and resets `env`.
 
         `agent`: an `Agent`, or a TensorFlow-free acting twin
-        (`impala_rep.agent_factory.acting_agent`: `num_actions`, `weight_shapes`,
-        `host_step`, no variables), which acts only once `set_weights` gave it weights.
+        (`impala_rep.agent_factory.acting_agent`: `is_acting_twin`, `num_actions`,
+        `weight_shapes`, `host_step`, no variables), which acts only once `set_weights`
+        gave it weights.
         `env.reset()` is called without a seed: seed the env where it is made
         (`make_vector_env` does). `seed` seeds the action sampling. With
         `return_discount`, each env's running discounted return is kept and the
@@ -92,8 +93,9 @@ class Actor:
     def set_weights(self, weights: Sequence[np.ndarray], version: int) -> None:
         """Loads the learner's weights; later unrolls carry `version` in `policy_version`.
 
-        An agent with a `host_step` is acted with through the weights given here (or its
-        own at construction): changes made to its variables directly are not seen."""
+        An agent with a `host_step` is acted with through the weights given here (or, an
+        `Agent`, its own at construction; a twin has none): changes made to its variables
+        directly are not seen."""
         self._policy.set_weights(weights)
         self._version = int(version)
 
@@ -215,7 +217,7 @@ def _policy_for(agent: Any, *, observation_space: gymnasium.Space, num_envs: int
     """The numpy policy for an acting twin or a feed-forward agent with a `host_step`,
     else the compiled one (which imports TensorFlow)."""
     host_step = getattr(agent, "host_step", None)
-    if host_step is not None and hasattr(agent, "weight_shapes"):  # a twin: no variables
+    if getattr(agent, "is_acting_twin", False):  # no variables: weights come with set_weights
         return HostPolicy(host_step=host_step, weights=None, seed=seed, greedy=greedy,
                           weight_shapes=agent.weight_shapes(observation_space.shape))
     agent.build(observation_space.shape)

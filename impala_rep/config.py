@@ -106,12 +106,12 @@ class ActorConfig:
     unroll_length: int = _field(20, "T, steps per unroll")
     max_actor_failures: int = _field(10, "actor failures (each replaced) tolerated within 10 "
                                          "minutes before the run stops")
-    # Far above an unroll (milliseconds to a second); start-up (TF import, envs: ~5-30 s
-    # on a loaded 2-core machine) has its own limit, `run/supervisor.py`'s STARTUP_LIMIT_S.
+    # Far above an unroll (milliseconds to a second); start-up (a process, envs, TF's import
+    # for agents without a twin: ~5-30 s on a loaded 2-core machine) has its own limit.
     actor_timeout_s: float = _field(
         120.0, "an actor that sends no unroll for this long once started (waiting on the "
-               "learner's full queue is not silence; start-up may take up to 300 s) is treated "
-               "as hung and replaced",
+               "learner's full queue is not silence; start-up may take 300 s, or this if longer) "
+               "is treated as hung and replaced",
         flag="--actor-timeout", metavar="SECONDS")
 
     def __post_init__(self):

@@ -42,6 +42,8 @@ class MLPHostAgent:
     Args: as `MLPAgent`'s.
     """
 
+    is_acting_twin = True  # what `Actor` checks: act without building anything
+
     def __init__(self, *, num_actions: int, hidden_sizes: Sequence[int] = (64, 64),
                  observation_normalization: tuple[Sequence[float], Sequence[float]] | None = None):
         if num_actions < 1:
@@ -58,7 +60,6 @@ class MLPHostAgent:
             shapes += [(width, out), (out,)]
             width = out
         return shapes + [(width, self.num_actions), (self.num_actions,), (width, 1), (1,)]
-        return shapes
 
     def host_step(self, weights: Sequence[np.ndarray], inputs: AgentInputs) -> AgentOutput:
         return mlp_host_step(weights, inputs, scaling=self._scaling)

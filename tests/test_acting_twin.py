@@ -2,6 +2,7 @@
 (`impala_rep.agent_factory.acting_agent`): the twin must be the agent's own step, an actor
 with it must play as one with the agent, and its process must not import TensorFlow."""
 
+import pickle
 import subprocess
 import sys
 
@@ -90,15 +91,18 @@ def test_agents_without_a_twin_are_built(factory):
 
 
 def test_the_default_actor_process_imports_no_tensorflow():
+    """As under Ray: the driver pickles the run's plan, a fresh process unpickles it, imports
+    the Ray actor's module and builds and runs the actor."""
+    plan = _default_plan()
     code = """
-import sys
+import pickle, sys
 import numpy as np
+
+plan = pickle.loads(sys.stdin.buffer.read())
+import impala_rep.actors.ray_actor
 from impala_rep.actors.build import build_actor
 from impala_rep.agent_factory import acting_agent
-from impala_rep.config import TrainConfig
-from impala_rep.run.prepare import prepare
 
-plan = prepare(TrainConfig.from_keys({"env": "CartPole-v1"}))
 config = plan.config
 actor = build_actor(env=config.env, actors=config.actors, agent_factory=plan.agent_factory, seed=0)
 shapes = acting_agent(plan.agent_factory).weight_shapes(plan.observation_shape)
@@ -107,6 +111,7 @@ unroll, _ = actor.unroll()
 assert unroll.actions.shape == (config.actors.unroll_length, config.actors.envs_per_actor)
 print(sorted(m for m in sys.modules if m.split(".")[0] in ("tensorflow", "keras")))
 """
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    done = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(plan),
+                          capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().strip() == "[]"

@@ -81,7 +81,7 @@ def test_start_up_has_its_own_limit_and_silence_counts_from_its_end():
     failures = actors.replace_silent({})
     assert sorted(f.slot for f in failures) == [0, 1] and sorted(fleet.removed) == [0, 1]
     causes = {f.slot: f.cause for f in failures}
-    assert causes[0].startswith("sent no unroll for 1 s (limit 1 s)")
+    assert causes[0].startswith("sent no unroll for ") and "(limit 1 s)" in causes[0]
     assert causes[1] == "did not start within 2 s: hung, replaced"
 
 
@@ -115,4 +115,4 @@ def test_a_slot_whose_start_was_reported_before_its_replacement_starts_anew():
 
 def test_the_flag_help_states_the_start_up_limit():
     help_text = next(f.field.metadata["help"] for f in config_fields() if f.key == "actor_timeout")
-    assert f"start-up may take up to {STARTUP_LIMIT_S:.0f} s" in help_text
+    assert f"start-up may take {STARTUP_LIMIT_S:.0f} s, or this if longer" in help_text

@@ -55,7 +55,8 @@ class ActorFleet(Protocol):
 
     def started(self) -> list[int]:
         """The slots whose actor finished starting (built, first weights in hand) since the
-        last call; each start is returned once."""
+        last call; each start is returned once. One whose start failed may be among them:
+        `wait` reports that failure all the same."""
 
     def wait(self, timeout_s: float) -> list[tuple[int, str | None]]:
         """Waits up to `timeout_s` for loops to end: `(slot, None)` for one that ended
