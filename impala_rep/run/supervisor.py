@@ -4,12 +4,13 @@ An actor fails when its process dies (killed, out of memory), its loop
 raises (an env exception), or it hangs: once started (built, first weights in
 hand), it sends no unroll for `timeout_s` (the learner reports each actor's
 silence, and waiting on a full queue is not silence); or its start-up takes
-longer than `max(timeout_s, startup_limit_s)` (default `STARTUP_LIMIT_S`). Start-up has its own limit because
-its cost (a process, TensorFlow's import, the envs) grows with the machine's
-load, not with what the actor does: a short `timeout_s`, chosen to notice a hung
-env quickly, would otherwise replace replacements that are merely slow to start. The supervisor has the actor's remains removed,
-starts a replacement with a fresh seed in the same slot and reports the event
-with its cause, so the driver can log and count it. Failures that keep coming
+longer than `max(timeout_s, startup_limit_s)` (default `STARTUP_LIMIT_S`).
+Start-up has its own limit because its cost (a process, the envs, TensorFlow's
+import for agents that need it) grows with the machine's load, not with what
+the actor does: a short `timeout_s`, chosen to notice a hung env quickly, would
+otherwise replace replacements that are merely slow to start. The supervisor
+has the actor's remains removed, starts a replacement with a fresh seed in the
+same slot and reports the event with its cause, so the driver can log and count it. Failures that keep coming
 (an env that crashes on every start) would otherwise loop forever: more than
 `max_failures` within `window_s` seconds raises `ActorCrashLoop` instead.
 
