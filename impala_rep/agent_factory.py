@@ -86,9 +86,9 @@ def make_agent(
 def acting_agent(factory: Callable[[], Any]) -> Any | None:
     """What an actor can act with instead of building `factory`'s agent: a TensorFlow-free
     twin (`is_acting_twin`, `num_actions`, `weight_shapes(observation_shape)`, `host_step`)
-    when the factory's builder names one in its `acting_twin` attribute (the built-in MLP; RND's agent, which
-    acts with its policy); None for any other agent (CNN, LSTM, PopArt, a user's), which
-    the actor builds. With a twin, the actor process imports no TensorFlow."""
+    when the factory's builder names one in its `acting_twin` attribute (the built-in MLP;
+    RND's agent, which acts with its policy); None for any other agent (CNN, LSTM, PopArt,
+    a user's), which the actor builds. With a twin, the actor process imports no TensorFlow."""
     if isinstance(factory, functools.partial) and not factory.args:
         twin = getattr(factory.func, "acting_twin", None)
         if twin is not None:
