@@ -221,7 +221,9 @@ def _policy_for(agent: Any, *, observation_space: gymnasium.Space, num_envs: int
         return HostPolicy(host_step=host_step, weights=None, seed=seed, greedy=greedy,
                           weight_shapes=agent.weight_shapes(observation_space.shape))
     agent.build(observation_space.shape)
-    if host_step is not None and _no_state(agent.initial_state(num_envs)):
+    import tensorflow as tf  # an `Agent` is built: TensorFlow is loaded already
+
+    if host_step is not None and not tf.nest.flatten(agent.initial_state(num_envs)):
         weights = agent.get_weights()
         return HostPolicy(host_step=host_step, weights=weights, seed=seed, greedy=greedy,
                           weight_shapes=[np.shape(w) for w in weights])
@@ -229,15 +231,6 @@ def _policy_for(agent: Any, *, observation_space: gymnasium.Space, num_envs: int
 
     return CompiledPolicy(agent=agent, observation_space=observation_space, num_envs=num_envs,
                           seed=seed, greedy=greedy)
-
-
-def _no_state(state: Any) -> bool:
-    """Whether a recurrent state nest holds no arrays (a feed-forward agent's `()`)."""
-    if isinstance(state, (tuple, list)):
-        return all(map(_no_state, state))
-    if isinstance(state, dict):
-        return all(map(_no_state, state.values()))
-    return False
 
 
 def _needs_reset_mask(env: gymnasium.vector.VectorEnv) -> bool:

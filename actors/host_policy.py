@@ -29,8 +29,6 @@ class HostPolicy:
       greedy: act with the most probable action instead of sampling.
     """
 
-    initial_state = ()  # feed-forward: no recurrent state
-
     def __init__(self, *, host_step: Callable[..., AgentOutput],
                  weights: Sequence[np.ndarray] | None, weight_shapes: Sequence[Sequence[int]],
                  seed: int, greedy: bool):
