@@ -217,6 +217,10 @@ def report(work: dict, run: dict, cores: int, startup: dict) -> list[tuple[str, 
          f"{startup['ray_start_s']:.1f} + {startup['tf_import_s']:.1f}; "
          f"{run['first_trained_frame_s'] / (startup['ray_start_s'] + startup['tf_import_s']):.2f}"),
         ("learner busy fraction (median report)", f"{run['learner_busy_median']:.2f}"),
+        # The learner process's CPU beyond what its updates cost alone: the host's part of
+        # each step, receiving unrolls, publishing weights, Ray's threads.
+        ("learner process CPU outside its compiled step, after start-up",
+         f"{1 - work['learner_us'] / (training['learner'] * per_m):.0%}"),
         ("peak RSS, MiB: " + " / ".join(ROLES), " / ".join(f"{run['peak_rss_mib'][k]:,.0f}"
                                                            for k in ROLES)),
     ]

@@ -14,12 +14,12 @@ by leaf, as `tf.function` would take it, through the same per-layout cache.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any, Callable, Hashable, NamedTuple, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["TracedCalls", "pack", "packable", "unpack"]
+__all__ = ["HostFeed", "TracedCalls", "feed", "pack", "packable", "unpack"]
 
 
 def packable(x: Any) -> bool:
@@ -60,6 +60,33 @@ def unpack(buffer: tf.Tensor, layout: Layout) -> list[tf.Tensor]:
     return leaves
 
 
+class HostFeed(NamedTuple):
+    """A host batch made ready for a `TracedCalls` call: what `feed` returns.
+
+    `structure` is the nest with None leaves, `layout` the leaves' (shape, dtype),
+    `packed` whether `tensors` is the one packed buffer (else the leaves themselves)."""
+
+    structure: Any
+    layout: tuple
+    packed: bool
+    tensors: list
+
+
+def feed(inputs: Any, leaves: Sequence[Any]) -> HostFeed:
+    """`inputs` (a nest whose `tf.nest.flatten` is `leaves`) made ready for a call: packed
+    into one buffer and converted to a tensor when every leaf is packable.
+
+    The conversion is the host's part of a step. It needs no traced function, so a thread
+    can feed the next batch while the step before runs (`Replicator.stage`)."""
+    packed = all(map(packable, leaves))
+    # numpy or TensorFlow dtypes as the leaves have them (both hashable): converted
+    # only when a layout is first traced, not on every call.
+    layout = tuple((tuple(x.shape), x.dtype) for x in leaves)
+    structure = tf.nest.map_structure(lambda _: None, inputs)
+    tensors = [tf.convert_to_tensor(pack(leaves))] if packed else list(leaves)
+    return HostFeed(structure, layout, packed, tensors)
+
+
 class TracedCalls:
     """`body(inputs, static, *args)` compiled once per input layout, called with host batches.
 
@@ -74,28 +101,22 @@ class TracedCalls:
         self._jit_compile = jit_compile
         self._traced: dict[Hashable, tuple[Any, Callable]] = {}
 
-    def __call__(self, inputs: Any, leaves: list, static: Hashable, *args: tf.Tensor) -> Any:
-        """Calls the concrete function for this layout (tracing it at its first call).
+    def __call__(self, fed: "HostFeed", static: Hashable, *args: tf.Tensor) -> Any:
+        """Calls the concrete function for `fed`'s layout (tracing it at its first call).
 
         Args:
-          inputs: the nest, for its structure.
-          leaves: its leaves in `tf.nest.flatten` order: numpy arrays or tensors.
+          fed: the host batch, as `feed` made it (possibly in another thread, ahead of time).
           static: a hashable Python value the body is traced with (one trace per value).
           args: further tensors, traced by their shape and dtype.
         """
-        packed = all(map(packable, leaves))
-        # numpy or TensorFlow dtypes as the leaves have them (both hashable): converted
-        # only when a layout is first traced, not on every call.
-        layout = tuple((tuple(x.shape), x.dtype) for x in leaves)
-        key = (packed, static, layout, tuple((a.shape, a.dtype) for a in args))
+        key = (fed.packed, static, fed.layout, tuple((a.shape, a.dtype) for a in args))
         entry = self._traced.get(key)
         # Two nests can share the leaves' layout and differ in structure (dict keys).
-        if entry is None or not _same_structure(entry[0], inputs):
-            structure = tf.nest.map_structure(lambda _: None, inputs)
-            entry = self._traced[key] = (structure, self._trace(
-                structure, [(s, tf.as_dtype(d)) for s, d in layout], packed, static, args))
-        feed = [tf.convert_to_tensor(pack(leaves))] if packed else leaves
-        return entry[1](*feed, *args)
+        if entry is None or not _same_structure(entry[0], fed.structure):
+            entry = self._traced[key] = (fed.structure, self._trace(
+                fed.structure, [(s, tf.as_dtype(d)) for s, d in fed.layout], fed.packed,
+                static, args))
+        return entry[1](*fed.tensors, *args)
 
     def _trace(self, structure: Any, layout: Layout, packed: bool, static: Hashable,
                args: Sequence[tf.Tensor]) -> Callable:

@@ -35,8 +35,9 @@ from impala_rep.learner.gradients import clip_by_global_norm, zero_unless
 from impala_rep.learner.optimizers import make_optimizer as optimizer_from_config
 from impala_rep.learner.replicator import (ReplicatedOptimizer, Replicator, all_reduce,
                                             all_reduce_gradients, num_replicas)
+from impala_rep.learner.staging import StagedBatch, device_batch
 from impala_rep.loss_fn import LossFn, apply_loss, impala_loss_fn
-from impala_rep.unroll import TIME_MAJOR_DTYPES, Unroll
+from impala_rep.unroll import Unroll
 from impala_rep.value_checks import is_number
 
 __all__ = ["Learner", "NonFiniteError"]
@@ -165,7 +166,7 @@ class Learner:
         """One replica's update on its shard (B' = B / local replicas columns).
 
         Args:
-          batch: the `_device_batch` dict, split along axis 1: time-major fields
+          batch: the `staging.device_batch` dict, split along axis 1: time-major fields
             `[T+1, B', ...]` / `[T, B', ...]`, `initial_state` leaves `[1, B', ...]`.
 
         Returns:
@@ -264,32 +265,22 @@ class Learner:
             stop = tf.logical_or(stop, metrics[names.index("kl")] > tf.cast(self._target_kl, tf.float64))
         return stop
 
-    @staticmethod
-    def _device_batch(batch: Unroll) -> dict[str, Any]:
-        """The part of `batch` that goes to the devices, splittable along axis 1."""
-        device = {}
-        # Cast to the layout's dtypes on the host, so every batch reaches the compiled
-        # step with the same signature (no retracing because an actor sent float64
-        # rewards). Observations keep the environment's dtype (e.g. uint8 frames).
-        for name, dtype in TIME_MAJOR_DTYPES.items():
-            value = np.asarray(getattr(batch, name))
-            device[name] = value if dtype is None else value.astype(dtype, copy=False)
-        # [B, ...] -> [1, B, ...] so that Replicator.run's single batch_axis=1 also splits
-        # the recurrent state by column; `()` (feed-forward agents) has no leaves.
-        device["initial_state"] = tf.nest.map_structure(
-            lambda x: np.expand_dims(np.asarray(x), 0), batch.initial_state)
-        return device
-
     # --- public API --------------------------------------------------------------
 
-    def step(self, batch: Unroll, *, passes: int = 1,
+    def prepare(self, batch: Unroll) -> StagedBatch:
+        """`batch` made ready for `step` (checked, cast, packed, converted) ahead of it, so a
+        thread can stage the next batch while a step runs (`learner/staging.py`)."""
+        return StagedBatch(self._replicator.stage(device_batch(batch), batch_axis=1),
+                           np.asarray(batch.policy_version, dtype=np.int64))
+
+    def step(self, batch: Unroll | StagedBatch, *, passes: int = 1,
              target_kl: float | None = None) -> dict[str, float]:
         """Applies up to `passes` replicated updates on a batch of `B` unrolls (default one).
 
         Args:
-          batch: an `Unroll` with `B` columns (a multiple of the local replicas).
-            Keep `T`, `B` and the observation shape fixed: the update is compiled
-            once for the first batch's shapes.
+          batch: an `Unroll` with `B` columns (a multiple of the local replicas), or
+            `prepare`'s result for one. Keep `T`, `B` and the observation shape fixed:
+            the update is compiled once for the first batch's shapes.
           passes: updates on this batch (sample reuse), in one call of one graph
             (`Replicator.repeat`): the batch goes to the devices once for all of them.
           target_kl: stop the passes after the first whose loss metric `kl` (the actors'
@@ -321,7 +312,8 @@ class Learner:
             self._target_kl.assign(target)
             self._target_kl_value = target
         # The passes loop in the graph, ending early at a non-finite update or at the target.
-        results, done = self._replicator.repeat(self._step_fn, self._device_batch(batch),
+        staged = batch if isinstance(batch, StagedBatch) else self.prepare(batch)
+        results, done = self._replicator.repeat(self._step_fn, staged.inputs,
                                                 times=passes, batch_axis=1, until=self._stop_fn)
         metrics = dict(zip(self._metric_names, results[0].numpy().tolist()))
         finite, steps = metrics.pop("finite"), int(metrics.pop("learner_steps"))
@@ -338,7 +330,7 @@ class Learner:
             self._optimizer.iterations.assign_add(passes - done)
         metrics["passes"] = float(done)
         metrics["learner_steps"] = float(steps)
-        lag = version - np.asarray(batch.policy_version, dtype=np.int64)
+        lag = version - staged.policy_version
         metrics["policy_lag_mean"] = float(lag.mean())
         metrics["policy_lag_max"] = float(lag.max())
         return metrics

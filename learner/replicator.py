@@ -4,9 +4,9 @@ A user writes the computation of ONE replica as `step_fn(replica_inputs)`; the
 Replicator runs it once per device in a single graph (in-graph replication with
 `MirroredStrategy` on one host, `TPUStrategy` on TPU cores) or once per device on
 every host (between-graph replication with `MultiWorkerMirroredStrategy`).
-Inside `step_fn` the MPI-like primitives of this module (`all_reduce`,
-`all_gather`, `broadcast`, `replica_id`, `num_replicas`) talk to the other
-replicas. All communication goes through `tf.distribute`; nothing here
+Inside `step_fn` the MPI-like primitives (`all_reduce`, `all_gather`, `broadcast`,
+`replica_id`, `num_replicas`; in `learner/collectives.py`, re-exported here) talk to
+the other replicas. All communication goes through `tf.distribute`; nothing here
 implements a collective of its own.
 
     replicator = Replicator("cpu:2")
@@ -34,16 +34,26 @@ from __future__ import annotations
 import contextlib
 import numbers
 import warnings
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import tensorflow as tf
 
 from impala_rep.devices import DeviceSpec, parse_devices
-from impala_rep.learner.host_batch import TracedCalls, packable
+from impala_rep.learner.collectives import (CrossReplicaBatchNorm, all_gather, all_reduce,
+                                             all_reduce_gradients, broadcast, num_replicas,
+                                             replica_id)
+from impala_rep.learner.host_batch import HostFeed, TracedCalls, feed, packable
 from impala_rep.learner.strategies import make_strategy
 
-__all__ = ["DeviceSpec", "Replicator", "CrossReplicaBatchNorm", "parse_devices", "all_reduce",
+__all__ = ["DeviceSpec", "Replicator", "StagedInputs", "CrossReplicaBatchNorm", "parse_devices", "all_reduce",
            "all_gather", "broadcast", "replica_id", "num_replicas", "all_reduce_gradients"]
+
+class StagedInputs(NamedTuple):
+    """A host batch checked and converted ahead of its step by `Replicator.stage`."""
+
+    feed: HostFeed
+    batch_axis: int
+
 
 class Replicator:
     """Replicates a per-replica `step_fn` over devices (see the module docstring).
@@ -109,7 +119,8 @@ class Replicator:
             of `inputs` (same nested structure). Traced once into a graph; it may
             call this module's cross-replica primitives.
           inputs: the host batch: a nested structure (dict, tuple, list) of arrays
-            or tensors, all with the same size along `batch_axis`.
+            or tensors, all with the same size along `batch_axis`; or `stage`'s result
+            for it (staged with the same `batch_axis`).
           batch_axis: the axis to split along, e.g. 1 for time-major `[T, B]` data.
 
         Returns:
@@ -118,11 +129,32 @@ class Replicator:
         Raises:
           ValueError: if the batch size does not divide evenly over the replicas.
         """
-        leaves = self._checked(inputs, batch_axis)
+        staged = self._staged(inputs, batch_axis, "run")
         compiled = self._compiled.get(step_fn)
         if compiled is None:
             compiled = self._compiled[step_fn] = self._compile(step_fn)
-        return list(compiled(inputs, leaves, batch_axis))
+        return list(compiled(staged.feed, batch_axis))
+
+    def stage(self, inputs: Any, *, batch_axis: int = 0) -> StagedInputs:
+        """`inputs` checked and converted for `run` or `repeat`, ahead of the call.
+
+        The host's share of a step (checking the split, packing the arrays into one
+        buffer, converting it to a tensor) done before it: a thread can stage the next
+        batch while the current step runs, as the IMPALA learner's staging area does.
+        Thread-safe; `run`/`repeat` with the result skip that work.
+
+        Raises:
+          ValueError: as `run` does, for a batch that does not split evenly.
+        """
+        return self._staged(inputs, batch_axis, "stage")
+
+    def _staged(self, inputs: Any, batch_axis: int, caller: str) -> StagedInputs:
+        if not isinstance(inputs, StagedInputs):
+            return StagedInputs(feed(inputs, self._checked(inputs, batch_axis, caller)), batch_axis)
+        if inputs.batch_axis != batch_axis:
+            raise ValueError(f"inputs staged with batch_axis={inputs.batch_axis} given with "
+                             f"batch_axis={batch_axis}")
+        return inputs
 
     def repeat(self, step_fn: Callable[[Any], Any], inputs: Any, *, times: int,
                batch_axis: int = 0,
@@ -144,11 +176,11 @@ class Replicator:
         """
         if isinstance(times, bool) or not isinstance(times, numbers.Integral) or times < 1:
             raise ValueError(f"times must be an integer >= 1, got {times!r}")
-        leaves = self._checked(inputs, batch_axis, "repeat")
+        staged = self._staged(inputs, batch_axis, "repeat")
         compiled = self._compiled.get((step_fn, until))
         if compiled is None:
             compiled = self._compiled[(step_fn, until)] = self._compile_repeated(step_fn, until)
-        results, done = compiled(inputs, leaves, batch_axis, tf.constant(times, tf.int32))
+        results, done = compiled(staged.feed, batch_axis, tf.constant(times, tf.int32))
         return list(results), int(done)
 
     def _checked(self, inputs: Any, batch_axis: int, caller: str = "run") -> list:
@@ -298,96 +330,3 @@ def _warn_if_made_outside_scope(optimizer: Any, replicas: int) -> None:
                       "the step counter (and a learning-rate schedule) and slots such as momentum "
                       f"advance {replicas} times per step; create and build the optimizer inside scope()",
                       RuntimeWarning, stacklevel=3)
-
-
-def all_reduce_gradients(grads: Sequence[Any]) -> list[Any]:
-    """The one place gradients are all-reduced: MEAN over replicas, `None` passed through."""
-    present = [g for g in grads if g is not None]
-    if not present:
-        return list(grads)
-    reduced = iter(all_reduce(present, op="mean"))
-    return [None if g is None else next(reduced) for g in grads]
-
-
-# --- Cross-replica primitives, callable inside a step_fn ------------------------------
-
-_REDUCE_OPS = ("sum", "mean", "max", "min")
-
-
-def _context(primitive: str) -> tf.distribute.ReplicaContext:
-    context = tf.distribute.get_replica_context()
-    if context is None:
-        raise RuntimeError(
-            f"{primitive}() must be called inside a step_fn run by Replicator.run "
-            "(a replica context), not in cross-replica code"
-        )
-    return context
-
-
-def all_reduce(value: Any, op: str = "mean") -> Any:
-    """Reduces `value` (a tensor or nested structure) over all replicas.
-
-    Every replica receives the result. `op` is "sum", "mean", "max" or "min".
-    """
-    if op not in _REDUCE_OPS:
-        raise ValueError(f"bad all_reduce op {op!r}: expected one of {', '.join(_REDUCE_OPS)}")
-    context = _context("all_reduce")
-    if op in ("sum", "mean"):
-        reduce_op = tf.distribute.ReduceOp.SUM if op == "sum" else tf.distribute.ReduceOp.MEAN
-        return context.all_reduce(reduce_op, _placed(value))
-    # tf.distribute reduces only by sum and mean; max and min gather every replica's
-    # value along a new leading axis and reduce that locally.
-    reducer = tf.reduce_max if op == "max" else tf.reduce_min
-    return tf.nest.map_structure(
-        lambda x: reducer(context.all_gather(tf.expand_dims(x, 0), axis=0), axis=0), value
-    )
-
-
-def all_gather(value: Any, axis: int = 0) -> Any:
-    """Concatenates every replica's `value` along `axis`, in replica order."""
-    return _context("all_gather").all_gather(_placed(value), axis=axis)
-
-
-def _placed(value: Any) -> Any:
-    """`value` as tensors made inside this replica: under MultiWorkerMirroredStrategy a
-    step_fn's raw input shard has no device, and collectives on it then fail
-    ("destinations can not be empty"); an identity op made here takes the replica's."""
-    return tf.nest.map_structure(tf.identity, value)
-
-
-def broadcast(value: Any, source: int = 0) -> Any:
-    """Returns replica `source`'s `value` on every replica (bit-exact, any dtype)."""
-    context = _context("broadcast")
-    if not 0 <= source < context.num_replicas_in_sync:
-        raise ValueError(
-            f"bad broadcast source {source}: expected 0..{context.num_replicas_in_sync - 1}"
-        )
-    return tf.nest.map_structure(
-        lambda x: context.all_gather(tf.expand_dims(x, 0), axis=0)[source], value
-    )
-
-
-def replica_id() -> tf.Tensor:
-    """This replica's index in 0..num_replicas()-1, as an int32 tensor."""
-    return tf.cast(_context("replica_id").replica_id_in_sync_group, tf.int32)
-
-
-def num_replicas() -> int:
-    """The number of replicas taking part in this step, across all hosts."""
-    return _context("num_replicas").num_replicas_in_sync
-
-
-class CrossReplicaBatchNorm(tf.keras.layers.BatchNormalization):
-    """Batch normalisation whose batch statistics are those of the global batch.
-
-    Keras' `BatchNormalization(synchronized=True)` all-reduces the per-replica sums
-    through `tf.distribute`, which is exactly cross-replica batch norm; this class
-    only fixes that flag so agent code states its intent by name. Build it (call it
-    once or `build(shape)`) inside `Replicator.scope()`.
-    """
-
-    def __init__(self, **kwargs):
-        if kwargs.pop("synchronized", True) is not True:
-            raise ValueError("CrossReplicaBatchNorm is always synchronized; use "
-                             "tf.keras.layers.BatchNormalization for per-replica statistics")
-        super().__init__(synchronized=True, **kwargs)

@@ -2,8 +2,9 @@
 
 `LearnerService` runs without Ray: actors hand it unrolls through `enqueue`
 (which blocks while the queue is full: back-pressure, nothing dropped), a
-background thread takes batches of `batch_size` unrolls and runs
-`Learner.step`, and after a step the new weights are published through the
+background thread runs `Learner.step` on batches of `batch_size` unrolls, each
+taken and prepared by a second one while the step before runs
+(`learner/staging.py`), and after a step the new weights are published through the
 injected `publish` function (identity without Ray; under Ray `ray_learner.publish`:
 carried in each reply when small, else one copy in the object store that every actor
 fetches) if an actor has been handed the ones published before; otherwise those wait
@@ -23,7 +24,7 @@ makes the others wait in that agreement: back-pressure, as a full queue is.
 Only the chief host publishes weights (`publish=None` on the others).
 
 Accounting, in agent steps: `frames_produced == frames_consumed + frames_queued`
-in every report. A resumed service starts both produced and consumed at the
+in every report; consumed frames are those trained on (a staged batch is still queued). A resumed service starts both produced and consumed at the
 checkpoint's consumed count: unrolls that were queued when the previous run
 stopped were never trained on and are produced again.
 """
@@ -104,6 +105,7 @@ class LearnerService:
         self._new_returns: list[float] = []
         self._recent_returns: collections.deque = collections.deque(maxlen=RETURN_WINDOW)
         self._base_frames = 0      # consumed before this service started (resume)
+        self._frames_trained = 0   # by this service: the queue's frames_got less a staged batch
         self._episodes = 0
         self._metrics: dict[str, float] = {}
         self._policy_lag: tuple[float, float] | None = None  # (mean, max) of the last step
@@ -198,13 +200,15 @@ class LearnerService:
                 busy_s += time.monotonic() - self._step_started
             last_checkpoint = self._last_checkpoint
             actor_silence_s = self._actor_silence_s()
-        # One locked read, so produced == consumed + queued holds in every report.
+            trained = self._frames_trained
         counts = self._queue.counts()
         return LearnerReport(
             learner_steps=self._learner.num_steps,
+            # Consumed: trained on. A staged batch counts as queued, so
+            # produced == consumed + queued holds in every report.
             frames_produced=self._base_frames + counts.frames_put,
-            frames_consumed=self._base_frames + counts.frames_got,
-            frames_queued=counts.frames_queued,
+            frames_consumed=self._base_frames + trained,
+            frames_queued=counts.frames_put - trained,
             queue_size=counts.size,
             learner_busy_s=busy_s,
             new_episode_returns=tuple(new_returns),
@@ -254,7 +258,8 @@ class LearnerService:
 
     # --- the training thread --------------------------------------------------------
     def _frames_consumed(self) -> int:
-        return self._base_frames + self._queue.frames_got
+        """Frames trained on, in the whole run (a staged batch is not)."""
+        return self._base_frames + self._frames_trained
 
     def _publish_weights(self, version: int | None = None) -> tuple[int, list]:
         """`version`: the step counter the last step reported (None: read it)."""
@@ -286,42 +291,65 @@ class LearnerService:
         return (self._checkpoint is not None
                 and time.monotonic() - self._last_save_time >= self._checkpoint_every_s)
 
-    def _next_batch(self):
-        """(batch, stats), or None once the queue is closed (a stop)."""
+    def _take(self):
+        """For the stager: the next (batch, stats) from the queue, or None once the queue is
+        closed (a stop) or the run's frames have all been taken."""
+        if self._base_frames + self._queue.frames_got >= self._total_frames:
+            return None
         try:
             return self._queue.get_batch(self._batch_size)
         except QueueClosed:
             return None
 
-    def _train_loop(self) -> None:
-        from impala_rep.learner.learner import NonFiniteError
+    def _stage(self, taken):
+        """For the stager: (batch, stats) -> (batch, stats, staged batch, reward scale), with
+        the rewards scaled; (batch, stats, None, None) where a group's hosts must scale them
+        together, after agreeing on the step (`_scaled`)."""
+        batch, stats = taken
+        if self._reward_scale is not None and self._sync is not None:
+            return batch, stats, None, None
+        scale = None
+        if self._reward_scale is not None:
+            self._reward_scale.update_moments(RewardScale.combine(stats))
+            batch, scale = self._reward_scale.apply(batch), self._reward_scale.scale
+        return batch, stats, self._learner.prepare(batch), scale
 
+    def _scaled(self, batch, stats):
+        """(staged batch, reward scale) for a host of a group: every host merges every host's
+        moments in host order, so all of them divide their shares by the same scale."""
+        for part in self._sync.gather(RewardScale.combine(stats)):
+            self._reward_scale.update_moments(part)
+        batch = self._reward_scale.apply(batch)
+        return self._learner.prepare(batch), self._reward_scale.scale
+
+    def _train_loop(self) -> None:
+        # Here, not at the top: the driver imports this module (RETURN_WINDOW), and these
+        # import TensorFlow.
+        from impala_rep.learner.learner import NonFiniteError
+        from impala_rep.learner.staging import BatchStager
+
+        # The next batch is taken and prepared while this thread runs the step before it.
+        stager = BatchStager(take=self._take, prepare=self._stage)
         try:
             # A host of a group leaves only through the agreement below, never on its own
             # stop flag: one that left here would leave its peers waiting in `agree`
             # forever (seen: a SIGTERM to a 2-host run stopped only one host).
             while (self._frames_consumed() < self._total_frames
                    and (self._sync is not None or not self._done.is_set())):
-                taken = self._next_batch()
+                taken = stager.get()
                 if self._sync is not None:
                     # Every host takes this decision together, so none of them is left
-                    # waiting in a collective of a step the others will not run.
+                    # waiting in a collective of a step the others will not run. A batch
+                    # not trained on stays counted as queued.
                     go, save = self._sync.agree(ready=taken is not None and not self._done.is_set(),
                                                 checkpoint=self._checkpoint_due())
                     if not go:
-                        if taken is not None:  # not trained on: back to the queue, still counted
-                            self._queue.unget(*taken)
                         break
                 if taken is None:
                     break
-                batch, stats = taken
-                if self._reward_scale is not None:
-                    moments = RewardScale.combine(stats)
-                    # A group's hosts merge every host's moments in host order, so all of them
-                    # divide their shares of the update by the same scale.
-                    for part in ([moments] if self._sync is None else self._sync.gather(moments)):
-                        self._reward_scale.update_moments(part)
-                    batch = self._reward_scale.apply(batch)
+                batch, stats, staged, scale = taken
+                if staged is None:
+                    staged, scale = self._scaled(batch, stats)
                 with self._lock:
                     self._step_started = time.monotonic()
                 try:
@@ -329,7 +357,7 @@ class LearnerService:
                     # of them at the same pass: they share the reduced `kl`), so the group's
                     # collectives stay in step without another agreement. The policy lag
                     # is the actors' (at the first pass), not that of the earlier passes.
-                    metrics = self._learner.step(batch, passes=self._passes, target_kl=self._target_kl)
+                    metrics = self._learner.step(staged, passes=self._passes, target_kl=self._target_kl)
                 except NonFiniteError as err:
                     # The weights were left alone; keep the last good checkpoint.
                     self._non_finite = str(err)
@@ -341,12 +369,13 @@ class LearnerService:
                 # The one per-host measure (how stale this host's batch was): reported
                 # apart from the loss metrics, which every host shares.
                 policy_lag = (metrics.pop("policy_lag_mean"), metrics.pop("policy_lag_max"))
-                if self._reward_scale is not None:
-                    metrics["reward_scale"] = self._reward_scale.scale
+                if scale is not None:
+                    metrics["reward_scale"] = scale
                 returns = [float(r) for s in stats if s is not None for r in np.asarray(s.returns)]
                 with self._lock:
                     self._busy_s += time.monotonic() - self._step_started
                     self._step_started = None
+                    self._frames_trained += batch.num_frames
                     self._metrics = metrics
                     self._policy_lag = policy_lag
                     self._new_returns.extend(returns)
@@ -367,3 +396,4 @@ class LearnerService:
                 self._step_started = None
             self._done.set()
             self._queue.close()
+            stager.close()

@@ -197,19 +197,6 @@ class UnrollQueue:
                 self._reading = False
                 self._cond.notify_all()
 
-    def unget(self, batch: Unroll, stats: list[EpisodeStats]) -> None:
-        """Puts a batch `get_batch` returned back at the head, even when closed.
-
-        For a batch that was taken but not trained on (a multi-host learner that
-        stops before the step): its frames count as queued again, not as got.
-        """
-        frames = batch.num_frames
-        with self._cond:
-            self._blocks.appendleft(_Block(batch, list(stats)))
-            self._frames_got -= frames
-            self._frames_queued += frames
-            self._cond.notify_all()
-
     def close(self) -> None:
         """Closes the queue and wakes every waiter.
 
