@@ -24,9 +24,11 @@ makes the others wait in that agreement: back-pressure, as a full queue is.
 Only the chief host publishes weights (`publish=None` on the others).
 
 Accounting, in agent steps: `frames_produced == frames_consumed + frames_queued`
-in every report; consumed frames are those trained on (a staged batch is still queued). A resumed service starts both produced and consumed at the
-checkpoint's consumed count: unrolls that were queued when the previous run
-stopped were never trained on and are produced again.
+in every report. Consumed frames are those trained on: a staged batch, or one taken
+and never trained on (non-finite, or not agreed on by a group), counts as queued. A
+resumed service starts both produced and consumed at the checkpoint's consumed
+count: unrolls that were queued when the previous run stopped were never trained on
+and are produced again.
 """
 
 from __future__ import annotations
@@ -40,7 +42,6 @@ from typing import Any, Callable
 import numpy as np
 
 from impala_rep.learner.report import LearnerReport
-from impala_rep.learner.reward_scale import RewardScale
 from impala_rep.learner.unroll_queue import QueueClosed, UnrollQueue
 from impala_rep.unroll import EpisodeStats, Unroll
 
@@ -105,7 +106,7 @@ class LearnerService:
         self._new_returns: list[float] = []
         self._recent_returns: collections.deque = collections.deque(maxlen=RETURN_WINDOW)
         self._base_frames = 0      # consumed before this service started (resume)
-        self._frames_trained = 0   # by this service: the queue's frames_got less a staged batch
+        self._frames_trained = 0   # by this service (taken, not staged nor skipped)
         self._episodes = 0
         self._metrics: dict[str, float] = {}
         self._policy_lag: tuple[float, float] | None = None  # (mean, max) of the last step
@@ -132,6 +133,9 @@ class LearnerService:
                 reward_scale.restore(counters.return_moments)
             if frames_per_step is not None:
                 learner.align_schedule(round(counters.frames / frames_per_step) * passes)
+        # The reward scale's moments as of the last batch trained on, for checkpoints: the
+        # stager merges the next batch's while a step runs.
+        self._trained_moments = None if reward_scale is None else reward_scale.state
         self._done = threading.Event()
         # Actors get the published object inside a list so that Ray passes an object
         # store reference through instead of resolving it on every reply.
@@ -280,8 +284,7 @@ class LearnerService:
             counters = RunCounters(frames=self._hosts * self._frames_consumed(),
                                    episodes=episodes,
                                    recent_returns=tuple(self._recent_returns),
-                                   return_moments=(None if self._reward_scale is None
-                                                   else self._reward_scale.state))
+                                   return_moments=self._trained_moments)
         path = self._checkpoint.save(counters)
         with self._lock:
             self._last_checkpoint = (path, self._learner.num_steps)
@@ -291,52 +294,30 @@ class LearnerService:
         return (self._checkpoint is not None
                 and time.monotonic() - self._last_save_time >= self._checkpoint_every_s)
 
-    def _take(self):
-        """For the stager: the next (batch, stats) from the queue, or None once the queue is
-        closed (a stop) or the run's frames have all been taken."""
-        if self._base_frames + self._queue.frames_got >= self._total_frames:
-            return None
-        try:
-            return self._queue.get_batch(self._batch_size)
-        except QueueClosed:
-            return None
-
-    def _stage(self, taken):
-        """For the stager: (batch, stats) -> (batch, stats, staged batch, reward scale), with
-        the rewards scaled; (batch, stats, None, None) where a group's hosts must scale them
-        together, after agreeing on the step (`_scaled`)."""
-        batch, stats = taken
-        if self._reward_scale is not None and self._sync is not None:
-            return batch, stats, None, None
-        scale = None
-        if self._reward_scale is not None:
-            self._reward_scale.update_moments(RewardScale.combine(stats))
-            batch, scale = self._reward_scale.apply(batch), self._reward_scale.scale
-        return batch, stats, self._learner.prepare(batch), scale
-
-    def _scaled(self, batch, stats):
-        """(staged batch, reward scale) for a host of a group: every host merges every host's
-        moments in host order, so all of them divide their shares by the same scale."""
-        for part in self._sync.gather(RewardScale.combine(stats)):
-            self._reward_scale.update_moments(part)
-        batch = self._reward_scale.apply(batch)
-        return self._learner.prepare(batch), self._reward_scale.scale
-
     def _train_loop(self) -> None:
         # Here, not at the top: the driver imports this module (RETURN_WINDOW), and these
         # import TensorFlow.
         from impala_rep.learner.learner import NonFiniteError
-        from impala_rep.learner.staging import BatchStager
+        from impala_rep.learner.staging import StagedBatches
 
-        # The next batch is taken and prepared while this thread runs the step before it.
-        stager = BatchStager(take=self._take, prepare=self._stage)
+        batches = None
         try:
+            # The next batch is taken and prepared while this thread runs the step before it.
+            batches = StagedBatches(queue=self._queue, batch_size=self._batch_size,
+                                    frames=self._total_frames - self._base_frames,
+                                    learner=self._learner, reward_scale=self._reward_scale,
+                                    sync=self._sync)
             # A host of a group leaves only through the agreement below, never on its own
             # stop flag: one that left here would leave its peers waiting in `agree`
             # forever (seen: a SIGTERM to a 2-host run stopped only one host).
             while (self._frames_consumed() < self._total_frames
                    and (self._sync is not None or not self._done.is_set())):
-                taken = stager.get()
+                try:
+                    taken = batches.get()
+                except Exception:
+                    if self._sync is not None:  # leave through the agreement: no peer waits in it
+                        self._sync.agree(ready=False, checkpoint=False)
+                    raise
                 if self._sync is not None:
                     # Every host takes this decision together, so none of them is left
                     # waiting in a collective of a step the others will not run. A batch
@@ -347,9 +328,9 @@ class LearnerService:
                         break
                 if taken is None:
                     break
-                batch, stats, staged, scale = taken
-                if staged is None:
-                    staged, scale = self._scaled(batch, stats)
+                if taken.prepared is None:
+                    taken = batches.scaled(taken)
+                batch, stats = taken.batch, taken.stats
                 with self._lock:
                     self._step_started = time.monotonic()
                 try:
@@ -357,7 +338,8 @@ class LearnerService:
                     # of them at the same pass: they share the reduced `kl`), so the group's
                     # collectives stay in step without another agreement. The policy lag
                     # is the actors' (at the first pass), not that of the earlier passes.
-                    metrics = self._learner.step(staged, passes=self._passes, target_kl=self._target_kl)
+                    metrics = self._learner.step(taken.prepared, passes=self._passes,
+                                                 target_kl=self._target_kl)
                 except NonFiniteError as err:
                     # The weights were left alone; keep the last good checkpoint.
                     self._non_finite = str(err)
@@ -369,13 +351,15 @@ class LearnerService:
                 # The one per-host measure (how stale this host's batch was): reported
                 # apart from the loss metrics, which every host shares.
                 policy_lag = (metrics.pop("policy_lag_mean"), metrics.pop("policy_lag_max"))
-                if scale is not None:
-                    metrics["reward_scale"] = scale
+                if taken.scale is not None:
+                    metrics["reward_scale"] = taken.scale
                 returns = [float(r) for s in stats if s is not None for r in np.asarray(s.returns)]
                 with self._lock:
                     self._busy_s += time.monotonic() - self._step_started
                     self._step_started = None
                     self._frames_trained += batch.num_frames
+                    if taken.moments is not None:
+                        self._trained_moments = taken.moments
                     self._metrics = metrics
                     self._policy_lag = policy_lag
                     self._new_returns.extend(returns)
@@ -396,4 +380,5 @@ class LearnerService:
                 self._step_started = None
             self._done.set()
             self._queue.close()
-            stager.close()
+            if batches is not None:
+                batches.close()

@@ -10,7 +10,8 @@ the update on batch N (the compiled call releases the GIL). One batch is staged 
 time, so the policy lag grows by at most one batch.
 
 `device_batch` is the part of an `Unroll` that goes to the devices; `Learner.prepare`
-stages it (`StagedBatch`), and `Learner.step` takes either.
+stages it (`StagedBatch`), and `Learner.step` takes either. `StagedBatches` is what
+`LearnerService` takes its batches from.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ import numpy as np
 import tensorflow as tf
 
 from impala_rep.learner.replicator import StagedInputs
+from impala_rep.learner.reward_scale import RewardScale
+from impala_rep.learner.unroll_queue import QueueClosed
 from impala_rep.unroll import TIME_MAJOR_DTYPES, Unroll
 
-__all__ = ["BatchStager", "StagedBatch", "device_batch"]
+__all__ = ["BatchStager", "Staged", "StagedBatch", "StagedBatches", "device_batch"]
 
 
 class StagedBatch(NamedTuple):
@@ -63,8 +66,9 @@ class BatchStager:
         there will be no more (the stager then ends).
       prepare: turns a `taken` item into what `get` returns, in the stager's thread.
 
-    `get` returns the prepared items in order, then None once `take` returned None or
-    `close` was called; an exception raised by `take` or `prepare` is raised by `get`.
+    `get` returns the prepared items in order, then None once `take` returned None; an
+    exception raised by `take` or `prepare` is raised by `get`. Call `get` no more after
+    `close`.
     """
 
     def __init__(self, *, take: Callable[[], Any], prepare: Callable[[Any], Any]):
@@ -110,3 +114,73 @@ class BatchStager:
                 return
             except queue.Full:
                 continue
+
+
+class Staged(NamedTuple):
+    """A batch taken for the learner: `prepared` for `Learner.step` (None until a group's
+    hosts have scaled its rewards together, `StagedBatches.scaled`), with the reward scale
+    it was divided by and the scale's moments then (None: no reward scaling)."""
+
+    batch: Unroll
+    stats: list
+    prepared: StagedBatch | None
+    scale: float | None
+    moments: tuple | None
+
+
+class StagedBatches:
+    """A `LearnerService`'s batches: taken from its `UnrollQueue` and prepared one ahead.
+
+    Args:
+      queue: the service's `UnrollQueue`.
+      batch_size: columns per batch.
+      frames: the most frames to take (the run's, less what a resumed run had trained).
+      learner: prepares each batch (`Learner.prepare`).
+      reward_scale: a `RewardScale` fed each batch's return moments and dividing its rewards
+        (before `prepare`), or None.
+      sync: a multi-host group's agreement (`HostSync`), or None. A group's hosts merge every
+        host's moments in step, after agreeing on it: their batches come unscaled and
+        unprepared, and the training thread calls `scaled`.
+    """
+
+    def __init__(self, *, queue, batch_size: int, frames: int, learner, reward_scale, sync):
+        self._queue, self._batch_size, self._frames = queue, batch_size, frames
+        self._learner, self._reward_scale, self._sync = learner, reward_scale, sync
+        self._stager = BatchStager(take=self._take, prepare=self._stage)
+
+    def get(self) -> Staged | None:
+        """The next batch; None once the queue closed (a stop) or `frames` were taken."""
+        return self._stager.get()
+
+    def scaled(self, staged: Staged) -> Staged:
+        """For a host of a group: every host merges every host's moments in host order, so all
+        of them divide their shares by the same scale (a collective: all hosts call it)."""
+        for part in self._sync.gather(RewardScale.combine(staged.stats)):
+            self._reward_scale.update_moments(part)
+        return self._scaled_batch(staged.batch, staged.stats)
+
+    def close(self) -> None:
+        """Ends the stager (close the queue first, so that a waiting take returns)."""
+        self._stager.close()
+
+    def _take(self):
+        if self._queue.frames_got >= self._frames:
+            return None
+        try:
+            return self._queue.get_batch(self._batch_size)
+        except QueueClosed:
+            return None
+
+    def _stage(self, taken) -> Staged:
+        batch, stats = taken
+        if self._reward_scale is not None and self._sync is not None:
+            return Staged(batch, stats, None, None, None)
+        if self._reward_scale is None:
+            return Staged(batch, stats, self._learner.prepare(batch), None, None)
+        self._reward_scale.update_moments(RewardScale.combine(stats))
+        return self._scaled_batch(batch, stats)
+
+    def _scaled_batch(self, batch, stats) -> Staged:
+        batch = self._reward_scale.apply(batch)
+        return Staged(batch, stats, self._learner.prepare(batch), self._reward_scale.scale,
+                      self._reward_scale.state)

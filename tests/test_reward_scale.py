@@ -1,6 +1,8 @@
 """Reward scaling (learner/reward_scale.py): the actors' return moments merged into one
 running variance, rewards divided by its square root, and the scale kept by checkpoints."""
 
+import time
+
 import numpy as np
 import pytest
 from random_unrolls import random_unroll
@@ -104,3 +106,32 @@ def test_the_service_trains_on_scaled_rewards():
     for served_w, twin_w in zip(service.latest_weights()[1][0], twin.agent.get_weights()):
         np.testing.assert_allclose(served_w, twin_w, rtol=1e-6, atol=1e-7)
     assert service.report().metrics["reward_scale"] == pytest.approx(expected.scale)
+
+
+def test_a_checkpoint_holds_the_moments_of_the_batches_trained_on(tmp_path):
+    """The stager merges the next batch's moments while a step runs; a checkpoint holds those
+    of the last batch trained on. Here a checkpoint is due after every step and the second
+    batch is non-finite (never trained on): the checkpoint of step 1 is the last good one, and
+    its moments are the first batch's alone."""
+    learner = Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(8,)), replicator=Replicator("cpu"),
+                      total_steps=100, observation_shape=(OBS,))
+    service = LearnerService(learner=learner, batch_size=B, total_frames=10 * T * B,
+                             queue_capacity=2, reward_scale=RewardScale(),
+                             checkpoint=RunCheckpoint(learner=learner, directory=tmp_path,
+                                                      return_moments=True),
+                             checkpoint_every_s=1e-3)
+    bad = random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=1)
+    bad.observations[0, 0, 0] = np.inf
+    first = stats_of([1.0, 2.0, 7.0])
+    service.enqueue(random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=0), first)
+    service.enqueue(bad, stats_of([500.0, -900.0]))
+    while not service.report().done:
+        time.sleep(0.02)
+    service.stop()
+    assert service.report().learner_steps == 1
+    _, step = service.save()
+    assert step == 1
+    _, counters = RunCheckpoint(learner=learner, directory=tmp_path, return_moments=True).restore()
+    expected = RewardScale()
+    expected.update([first])
+    assert counters.return_moments == pytest.approx(expected.state)
