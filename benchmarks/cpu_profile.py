@@ -103,7 +103,8 @@ def work_costs(config, seconds: float, run: dict | None = None) -> dict[str, flo
                       observation_shape=plan.observation_shape,
                       # the run's loss settings as train resolves them (auto ones made concrete)
                       total_steps=config.total_learner_steps(skip), loss=plan.config.loss,
-                      optimizer=config.optimizer, loss_fn=plan.loss_fn)  # the run's loss (--loss, --rnd-cost)
+                      optimizer=config.optimizer, loss_fn=plan.loss_fn,  # the run's loss (--loss, --rnd-cost)
+                      autograph=plan.config.learner.autograph is not False)
     batch = slice_columns(unroll, 0, b) if num_envs >= b else unroll
     # A batch's passes run in one graph call (`Replicator.repeat`), so one update costs less
     # inside them than alone: time the run's whole batch, and count one update as its share.

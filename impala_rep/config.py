@@ -9,8 +9,8 @@ group it needs, as it is (the `Learner` takes `LossConfig` and
 A field's metadata holds its help text and, where it is not `--` + its name,
 its flag. Presets, `--resume` changes and error messages name a field by its
 *key*: the flag without dashes (`--learner-devices` -> `learner_devices`).
-A leaf module (it imports only `impala_rep.devices`, `.code_spec`, `.config_checks`, `.value_checks`):
-the command line checks every value without importing TensorFlow, gymnasium or Ray.
+A leaf module (it imports only `impala_rep.devices`, `.code_spec`, `.config_checks`,
+`.value_checks`): values are checked without importing TensorFlow, gymnasium or Ray.
 """
 
 from __future__ import annotations
@@ -141,17 +141,21 @@ class LearnerConfig:
     checkpoint_every_s: float = _field(
         600.0, "seconds between checkpoints in LOGDIR/checkpoints; one is also written at the end "
                "and on Ctrl-C/SIGTERM", flag="--checkpoint-every", metavar="SECONDS")
-    # Auto from 2026-11-27's measurements (README, "Where the CPU goes"): XLA made the MLP's
-    # step 17-29% cheaper on one CPU and the CNNs' slower; several devices it cannot place.
+    # Auto from measurements (README, "Where the CPU goes"): XLA made the MLP's step 17-29% cheaper
+    # on one CPU and the CNNs' slower (several devices it cannot place); AutoGraph's conversion
+    # took ~6 of the ~16 s of the MLP learner's first update.
     xla: bool | None = _field(None, "compile the learner's step with XLA; one device on one host "
                                     "only; none (auto): on for the built-in MLP and loss (no "
                                     "--agent, --loss) on one CPU of one host", flag="--learner-xla")
+    autograph: bool | None = _field(None, "convert the learner's step with AutoGraph (Python control "
+                                          "flow on tensors); none (auto): off for the built-in MLP "
+                                          "and loss", flag="--learner-autograph")
 
     def __post_init__(self):
         _positive_ints(self, "hosts", "batch_size", "passes", "queue_capacity")
         _bools(self, "loss_grad_norms")
         _numbers(self, ("target_kl",), lambda v: v > 0, "must be > 0", optional=True)
-        _bools(self, "xla", auto=True)
+        _bools(self, "xla", "autograph", auto=True)
         _numbers(self, ("checkpoint_every_s",), lambda v: v > 0, "must be a positive number")
         spec = parse_devices(self.devices)  # raises naming the spec and what is allowed
         if self.hosts > 1:
@@ -303,12 +307,8 @@ def config_fields() -> Iterator[ConfigField]:
             yield ConfigField(key=_key_of(field), group=group, name=field.name, field=field)
 
 
-def _by_key() -> dict[str, ConfigField]:
-    return {f.key: f for f in config_fields()}
-
-
 def _field_for(key: str) -> ConfigField:
-    field = _by_key().get(key)
+    field = next((f for f in config_fields() if f.key == key), None)
     if field is None:
         raise ValueError(f"unknown config field {key!r}")
     return field

@@ -19,7 +19,8 @@ __all__ = ["flat_keys_of", "BEFORE_THE_FIELD"]
 # them did, where that is not their default.
 BEFORE_THE_FIELD = {"normalize_rewards": False, "scale_observations": False, "passes": 1,
                     "surrogate_clip": None, "kl_cost": 0.0, "normalize_advantages": False,
-                    "rnd_cost": 0.0, "rnd_step_costs_only": False, "learner_xla": False}
+                    "rnd_cost": 0.0, "rnd_step_costs_only": False, "learner_xla": False,
+                    "learner_autograph": True}
 
 # Keys of the flat config.json before the config was grouped, where they differ.
 _RENAMED_KEYS = {"checkpoint_every_s": "checkpoint_every", "report_every_s": "report_every"}

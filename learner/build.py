@@ -69,7 +69,8 @@ def build_learner_service(*, config: TrainConfig, observation_shape: Sequence[in
                       observation_shape=tuple(observation_shape),
                       total_steps=config.total_learner_steps(frame_skip),
                       loss=config.loss, optimizer=config.optimizer, loss_fn=loss_fn,
-                      loss_grad_norms=config.learner.loss_grad_norms)
+                      loss_grad_norms=config.learner.loss_grad_norms,
+                      autograph=config.learner.autograph is not False)
     chief = host == 0
     checkpoint = None
     if config.run.logdir is not None:

@@ -186,7 +186,8 @@ def resolve_auto_settings(config: TrainConfig, observation_shape, *,
     term"); on images all three are off. `learner_xla` None is on only where XLA was measured
     to pay ("Where the CPU goes"): the built-in MLP with the IMPALA loss on one CPU of one
     learner host (`users_code`: an agent or loss object given through the Python API, which
-    the config does not name).
+    the config does not name). `learner_autograph` None is off for the built-in MLP and loss,
+    which have no Python control flow on tensors, and on for anything else.
 
     On resume, `saved` is the run's own config, and auto is what the run trained with (its
     checkpoint holds RND's networks or not), not what auto would choose today; where the
@@ -203,7 +204,8 @@ def resolve_auto_settings(config: TrainConfig, observation_shape, *,
                     and config.agent.network in ("auto", "mlp") and config.loss.function is None)
     one_cpu = config.learner.hosts == 1 and parse_devices(config.learner.devices) == DeviceSpec("cpu", 1)
     auto = {"normalize_advantages": vectors, "rnd_cost": AUTO_RND_COST if vectors else 0.0,
-            "kl_cost": AUTO_KL_COST if vectors else 0.0, "learner_xla": built_in_mlp and one_cpu}
+            "kl_cost": AUTO_KL_COST if vectors else 0.0, "learner_xla": built_in_mlp and one_cpu,
+            "learner_autograph": not built_in_mlp}
     # learner_xla changes nothing in the checkpoint: auto is decided for this command's layout.
     changes = {key: value if saved is None or key == "learner_xla" else saved_value(key)
                for key, value in auto.items() if config.get(key) is None}
