@@ -27,8 +27,10 @@ def test_auto_is_off_only_for_the_built_in_mlp_and_loss(tmp_path):
     assert _resolved("--learner-devices", "cpu:2") == (None, False)                # any devices
     assert _resolved("--env", "MinAtar/Breakout-v1") == (None, True)              # a CNN
     assert _resolved("--agent", f"{EXAMPLE}:make_agent") == (None, True)          # a user's agent
-    (tmp_path / "my_loss.py").write_text("from impala_rep import impala_loss_fn as same_loss\n")
-    assert _resolved("--loss", f"{tmp_path / 'my_loss.py'}:same_loss") == (None, True)  # and loss
+    # A module name of its own: test_xla.py imports another file as `my_loss` (a second file of
+    # one name in one process is refused).
+    (tmp_path / "autograph_loss.py").write_text("from impala_rep import impala_loss_fn as same\n")
+    assert _resolved("--loss", f"{tmp_path / 'autograph_loss.py'}:same") == (None, True)  # a loss
     assert _resolved("--learner-autograph") == (True, True)
     assert _resolved("--env", "MinAtar/Breakout-v1", "--no-learner-autograph") == (False, False)
 
