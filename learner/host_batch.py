@@ -63,10 +63,10 @@ def unpack(buffer: tf.Tensor, layout: Layout) -> list[tf.Tensor]:
 class HostFeed(NamedTuple):
     """A host batch made ready for a `TracedCalls` call: what `feed` returns.
 
-    `structure` is the nest with None leaves, `layout` the leaves' (shape, dtype),
+    `inputs` is the nest (for its structure), `layout` the leaves' (shape, dtype),
     `packed` whether `tensors` is the one packed buffer (else the leaves themselves)."""
 
-    structure: Any
+    inputs: Any
     layout: tuple
     packed: bool
     tensors: list
@@ -82,9 +82,8 @@ def feed(inputs: Any, leaves: Sequence[Any]) -> HostFeed:
     # numpy or TensorFlow dtypes as the leaves have them (both hashable): converted
     # only when a layout is first traced, not on every call.
     layout = tuple((tuple(x.shape), x.dtype) for x in leaves)
-    structure = tf.nest.map_structure(lambda _: None, inputs)
     tensors = [tf.convert_to_tensor(pack(leaves))] if packed else list(leaves)
-    return HostFeed(structure, layout, packed, tensors)
+    return HostFeed(inputs, layout, packed, tensors)
 
 
 class TracedCalls:
@@ -112,9 +111,11 @@ class TracedCalls:
         key = (fed.packed, static, fed.layout, tuple((a.shape, a.dtype) for a in args))
         entry = self._traced.get(key)
         # Two nests can share the leaves' layout and differ in structure (dict keys).
-        if entry is None or not _same_structure(entry[0], fed.structure):
-            entry = self._traced[key] = (fed.structure, self._trace(
-                fed.structure, [(s, tf.as_dtype(d)) for s, d in fed.layout], fed.packed,
+        if entry is None or not _same_structure(entry[0], fed.inputs):
+            # The structure alone (None leaves) is kept, only when a layout is first traced.
+            structure = tf.nest.map_structure(lambda _: None, fed.inputs)
+            entry = self._traced[key] = (structure, self._trace(
+                structure, [(s, tf.as_dtype(d)) for s, d in fed.layout], fed.packed,
                 static, args))
         return entry[1](*fed.tensors, *args)
 

@@ -155,9 +155,8 @@ class StagedBatches:
     def scaled(self, staged: Staged) -> Staged:
         """For a host of a group: every host merges every host's moments in host order, so all
         of them divide their shares by the same scale (a collective: all hosts call it)."""
-        for part in self._sync.gather(RewardScale.combine(staged.stats)):
-            self._reward_scale.update_moments(part)
-        return self._scaled_batch(staged.batch, staged.stats)
+        return self._scaled(staged.batch, staged.stats,
+                            self._sync.gather(RewardScale.combine(staged.stats)))
 
     def close(self) -> None:
         """Ends the stager (close the queue first, so that a waiting take returns)."""
@@ -177,10 +176,13 @@ class StagedBatches:
             return Staged(batch, stats, None, None, None)
         if self._reward_scale is None:
             return Staged(batch, stats, self._learner.prepare(batch), None, None)
-        self._reward_scale.update_moments(RewardScale.combine(stats))
-        return self._scaled_batch(batch, stats)
+        return self._scaled(batch, stats, [RewardScale.combine(stats)])
 
-    def _scaled_batch(self, batch, stats) -> Staged:
+    def _scaled(self, batch, stats, moments) -> Staged:
+        """`batch` prepared with its rewards divided by the scale, once `moments` (each
+        `(count, mean, variance)`) are merged into it."""
+        for part in moments:
+            self._reward_scale.update_moments(part)
         batch = self._reward_scale.apply(batch)
         return Staged(batch, stats, self._learner.prepare(batch), self._reward_scale.scale,
                       self._reward_scale.state)

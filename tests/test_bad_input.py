@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 import pytest
+from fresh_python import run_fresh_python
 
 TESTS_DIR = pathlib.Path(__file__).parent
 
@@ -312,7 +313,6 @@ def test_finding_the_devices_and_memory_imports_neither_tensorflow_nor_ray():
             "print(r.local_gpu_count({'CUDA_VISIBLE_DEVICES': ''}), r.local_tpu_present(), "
             "r.available_memory() is not None); "
             "assert 'tensorflow' not in sys.modules and 'ray' not in sys.modules, 'imported'")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    stdout = run_fresh_python(code, timeout=60)
     if sys.platform == "linux" and not any(pathlib.Path(p).exists() for p in ("/dev/kfd", "/dev/dxg")):
-        assert proc.stdout.split()[0] == "0"  # CUDA_VISIBLE_DEVICES="" hides every GPU
+        assert stdout.split()[0] == "0"  # CUDA_VISIBLE_DEVICES="" hides every GPU

@@ -1,11 +1,10 @@
 """Checkpoints: counters saved with the learner, a corrupt newest checkpoint, non-finite steps."""
 
 import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from fresh_python import run_fresh_python
 from random_unrolls import random_unroll
 
 from impala_rep import Replicator
@@ -171,9 +170,7 @@ def test_checkpoint_step_reads_the_index_without_tensorflow(tmp_path):
              f"print(checkpoint_step({str(tmp_path)!r}), "
              f"newest_checkpoint({str(tmp_path / 'checkpoints')!r})[0]); "
              "assert 'tensorflow' not in sys.modules, 'imported'")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["1234", f"{tmp_path}/checkpoints/ckpt-1234"]
+    assert run_fresh_python(probe).split() == ["1234", f"{tmp_path}/checkpoints/ckpt-1234"]
     from impala_rep.learner.checkpoint_index import newest_checkpoint
     from impala_rep.run.resume import checkpoint_step
 

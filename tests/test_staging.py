@@ -2,12 +2,11 @@
 exactly as one given whole, the stager works one batch ahead in order, and the service
 counts a staged batch as queued until it is trained on."""
 
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
+from fresh_python import run_fresh_python
 from random_unrolls import random_unroll
 
 from impala_rep import Replicator
@@ -124,5 +123,4 @@ def test_the_driver_modules_import_no_tensorflow():
             "impala_rep.run.launch_ray, impala_rep.run.launch_local, impala_rep.learner.service; "
             "loaded = sorted(m for m in ('tensorflow', 'keras') if m in sys.modules); "
             "assert not loaded, loaded")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    run_fresh_python(code)
