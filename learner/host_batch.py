@@ -131,7 +131,8 @@ class TracedCalls:
         specs = ([tf.TensorSpec([sum(_nbytes(s, d) for s, d in layout)], tf.uint8)]
                  if packed else [tf.TensorSpec(s, d) for s, d in layout])
         specs += [tf.TensorSpec(a.shape, a.dtype) for a in args]
-        return tf.function(traced, jit_compile=self._jit_compile).get_concrete_function(*specs)
+        return tf.function(traced, jit_compile=self._jit_compile,
+                           autograph=False).get_concrete_function(*specs)
 
 
 def _same_structure(a: Any, b: Any) -> bool:

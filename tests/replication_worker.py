@@ -185,6 +185,38 @@ def repeat_until(replicator, tf):
             "counter": float(counter.numpy())}
 
 
+def traced_once(replicator, tf):
+    """`repeat` traces the step once however many times it runs; `run` and `repeat` still
+    convert a step's Python control flow on tensors (AutoGraph, as `tf.function` does);
+    a step whose result has no fixed shape repeats too."""
+    n = replicator.num_replicas
+    traces = []
+    with replicator.scope():
+        total = tf.Variable(0.0, aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+
+    def step_fn(batch):
+        traces.append(1)  # Python: runs once per trace, not per step
+        x = rep_lib.all_reduce(tf.reduce_sum(batch["x"]), op="sum")
+        if x > 0:  # a tensor condition: traces only if AutoGraph converts it
+            change = x
+        else:
+            change = -3.0 * x
+        return total.assign_add(change)
+
+    inputs = {"x": np.ones((2 * n, 1), np.float32)}  # sums to 2n
+    results, done = replicator.repeat(step_fn, inputs, times=5)
+    repeat_traces = len(traces)
+    ran = replicator.run(step_fn, {"x": -inputs["x"]})
+
+    def ragged(batch):  # [None]: the values over 0.5, a shape known only when it runs
+        return tf.boolean_mask(batch["x"][:, 0], batch["x"][:, 0] > 0.5)
+
+    masked, masked_done = replicator.repeat(ragged, {"x": np.arange(2 * n, dtype=np.float32)[:, None]},
+                                            times=3)
+    return {"repeat_traces": repeat_traces, "done": done, "result": float(results[0]),
+            "run_result": float(ran[0]), "masked": _np(masked), "masked_done": masked_done}
+
+
 def main(n):
     replicator = Replicator(f"cpu:{n}")
     import tensorflow as tf  # after the Replicator has fixed the device count
@@ -196,6 +228,7 @@ def main(n):
         "batch_norm": batch_norm(replicator, tf),
         "errors": errors(replicator),
         "repeat_until": repeat_until(replicator, tf),
+        "traced_once": traced_once(replicator, tf),
     }
     print("RESULT " + json.dumps(result))
 

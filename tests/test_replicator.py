@@ -101,6 +101,20 @@ def test_repeat_stops_after_the_first_step_its_condition_holds_for(run):
     assert r["all_done"] == 3 and r["counter"] == 7  # never true: every step, 4 + 3 in all
 
 
+def test_repeat_traces_its_step_once_and_keeps_autograph(run):
+    n, result = run
+    r = result["traced_once"]
+    # One trace for 5 steps, which calls step_fn once per replica (the loop holds one
+    # copy of the step, so XLA compiles one).
+    assert r["repeat_traces"] == n and r["done"] == 5
+    assert r["result"] == 5 * 2 * n  # the tensor `if` took its True branch on every step
+    assert r["run_result"] == 5 * 2 * n + 3 * 2 * n  # and its False branch under `run`
+    # A result of no fixed shape: the first step runs before the loop, and all 3 run.
+    assert r["masked_done"] == 3
+    for i, shard in enumerate(r["masked"]):
+        assert shard == [float(v) for v in (2 * i, 2 * i + 1) if v > 0.5]
+
+
 def test_replicated_steps_equal_single_device_steps(run):
     _, result = run
     training = result["training"]
