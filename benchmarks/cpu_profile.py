@@ -7,7 +7,8 @@ Part 1, the work alone, in this process, TensorFlow on one thread, with the run'
 settings (default flags plus any after `--`): stepping the env (`envs_per_actor` envs,
 random actions), one policy call for those envs (the actor's own), one whole
 `Actor.unroll` (env, policy and the actor's bookkeeping), and one `Learner.step` on a
-`T x B` batch from that actor with the run's `passes` (one graph call), per update. CPU
+`T x B` batch from that actor with the run's `passes` (one graph call), per update (and, apart,
+its first call: tracing and XLA's compile, a stage of every run's start-up). CPU
 microseconds per env frame each; env + policy + learner is **the work per frame**, and the **ceiling** is the
 frames/s the machine's cores would give if they did only that. `--work-only` stops here
 (what a flag such as `--rnd-cost` adds to the work, with no training run).
@@ -109,11 +110,16 @@ def work_costs(config, seconds: float, run: dict | None = None) -> dict[str, flo
     # A batch's passes run in one graph call (`Replicator.repeat`), so one update costs less
     # inside them than alone: time the run's whole batch, and count one update as its share.
     planned = config.learner.passes
+    # The first call traces the step and (with XLA) compiles it: a stage of the run's start-up.
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    learner.step(batch, passes=planned)
+    first_update = {"first_update_s": time.perf_counter() - wall0,
+                    "first_update_cpu_s": time.process_time() - cpu0}
     step_us = _cpu_us_per_frame(lambda: learner.step(batch, passes=planned),
                                 batch.actions.shape[1] * t * skip, seconds) / planned
     return {"env_us": env_us, "policy_us": policy_us, "learner_us": step_us * passes, "passes": passes,
             "learner_step_us": step_us, "actor_unroll_us": unroll_us,
-            "work_us": env_us + policy_us + step_us * passes}
+            "work_us": env_us + policy_us + step_us * passes, **first_update}
 
 
 _RAY_START = """
@@ -217,6 +223,8 @@ def report(work: dict, run: dict, cores: int, startup: dict) -> list[tuple[str, 
         ("Ray start + one TensorFlow import (s); first trained frame / their sum",
          f"{startup['ray_start_s']:.1f} + {startup['tf_import_s']:.1f}; "
          f"{run['first_trained_frame_s'] / (startup['ray_start_s'] + startup['tf_import_s']):.2f}"),
+        ("the learner's first update alone (tracing, XLA's compile): s / CPU s",
+         f"{work['first_update_s']:.1f} / {work['first_update_cpu_s']:.1f}"),
         ("learner busy fraction (median report)", f"{run['learner_busy_median']:.2f}"),
         # The learner process's CPU beyond what its updates cost alone: the host's part of
         # each step, receiving unrolls, publishing weights, Ray's threads.
@@ -249,7 +257,8 @@ def main() -> int:
     config = config_from_args(parse_args(["train", *argv]))
     if args.work_only:
         work = work_costs(config, args.seconds)
-        print(table(["work, CPU µs per env frame", "value"], [(k, f"{v:.2f}") for k, v in work.items()]))
+        print(table(["work alone: CPU µs per env frame (first_update: s, CPU s)", "value"],
+                    [(k, f"{v:.2f}") for k, v in work.items()]))
         write_json(out, {"benchmark": "cpu_profile", "argv": argv, "machine": machine(),
                          "work": work})
         return 0
