@@ -206,8 +206,8 @@ class Replicator:
         strategy, shards = self._strategy, self.num_local_replicas
 
         def replicated(inputs, batch_axis):
-            return _replica_step(strategy, shards, step_fn,
-                                 _distributed(strategy, shards, inputs, batch_axis))()
+            return _replicated_step(strategy, shards, step_fn,
+                                    _distributed(strategy, shards, inputs, batch_axis))()
 
         return TracedCalls(replicated, jit_compile=self._jit_compile)
 
@@ -216,16 +216,16 @@ class Replicator:
         stop = until if until is not None else (lambda result: tf.constant(False))
 
         def repeated(inputs, batch_axis, times):
-            step = _replica_step(strategy, shards, step_fn,
-                                 _distributed(strategy, shards, inputs, batch_axis))  # split once
+            step = _replicated_step(strategy, shards, step_fn,
+                                    _distributed(strategy, shards, inputs, batch_axis))  # split once
             outputs = step.get_concrete_function().structured_outputs
             if not all(t.shape.is_fully_defined() for t in tf.nest.flatten(outputs)):
                 # No zeros to start the loop from: the first step goes before it (a second
                 # copy of the step in the graph).
                 first = step()
-                return _repeat_loop(step, stop, times, tf.constant(1), first)
+                return _repeat_loop(step, stop, times, tf.constant(1), first, stop(first[0]))
             zeros = tf.nest.map_structure(lambda t: tf.zeros(t.shape, t.dtype), outputs)
-            return _repeat_loop(step, stop, times, tf.constant(0), zeros)
+            return _repeat_loop(step, stop, times, tf.constant(0), zeros, tf.constant(False))
 
         return TracedCalls(repeated, jit_compile=self._jit_compile)
 
@@ -247,8 +247,8 @@ class Replicator:
         return ReplicatedOptimizer(optimizer)
 
 
-def _replica_step(strategy: tf.distribute.Strategy, shards: int, step_fn: Callable,
-                  per_replica: Any) -> Callable[[], list[Any]]:
+def _replicated_step(strategy: tf.distribute.Strategy, shards: int, step_fn: Callable,
+                     per_replica: Any) -> Callable[[], list[Any]]:
     """Inside a traced function: `step_fn` on every local replica of `per_replica`, as a
     nested `tf.function` (traced once however often it is called; AutoGraph converts
     `step_fn` as `tf.function` would, and nothing of the Replicator's own).
@@ -263,10 +263,10 @@ def _replica_step(strategy: tf.distribute.Strategy, shards: int, step_fn: Callab
 
 
 def _repeat_loop(step: Callable, stop: Callable, times: tf.Tensor, done: tf.Tensor,
-                 results: Any) -> tuple[Any, tf.Tensor]:
-    """`step()` until `times` steps are done (counting `done`, whose `results` are given) or
-    `stop(results[0])`; returns the last results and the steps run. One copy of the step
-    in the graph, so XLA compiles it once."""
+                 results: Any, stopped: tf.Tensor) -> tuple[Any, tf.Tensor]:
+    """`step()` until `times` steps are done or `stop(results[0])`, continuing from `done`
+    steps whose last `results` (and whether they stopped) are given; returns the last
+    results and the steps run. One copy of the step in the graph, so XLA compiles it once."""
 
     def body(done, stopped, results):
         results = step()
@@ -274,7 +274,7 @@ def _repeat_loop(step: Callable, stop: Callable, times: tf.Tensor, done: tf.Tens
 
     done, _, results = tf.while_loop(
         lambda done, stopped, results: tf.logical_and(done < times, tf.logical_not(stopped)),
-        body, (done, tf.constant(False), results))
+        body, (done, stopped, results))
     return results, done
 
 

@@ -211,10 +211,12 @@ def traced_once(replicator, tf):
     def ragged(batch):  # [None]: the values over 0.5, a shape known only when it runs
         return tf.boolean_mask(batch["x"][:, 0], batch["x"][:, 0] > 0.5)
 
-    masked, masked_done = replicator.repeat(ragged, {"x": np.arange(2 * n, dtype=np.float32)[:, None]},
-                                            times=3)
+    column = {"x": np.arange(2 * n, dtype=np.float32)[:, None]}
+    masked, masked_done = replicator.repeat(ragged, column, times=3)
+    _, once_done = replicator.repeat(ragged, column, times=3, until=lambda r: tf.size(r) >= 0)
     return {"repeat_traces": repeat_traces, "done": done, "result": float(results[0]),
-            "run_result": float(ran[0]), "masked": _np(masked), "masked_done": masked_done}
+            "run_result": float(ran[0]), "masked": _np(masked), "masked_done": masked_done,
+            "once_done": once_done}
 
 
 def main(n):
