@@ -216,8 +216,8 @@ class Replicator:
         stop = until if until is not None else (lambda result: tf.constant(False))
 
         def repeated(inputs, batch_axis, times):
-            step = _replicated_step(strategy, shards, step_fn,
-                                    _distributed(strategy, shards, inputs, batch_axis))  # split once
+            per_replica = _distributed(strategy, shards, inputs, batch_axis)  # split once
+            step = _replicated_step(strategy, shards, step_fn, per_replica)
             outputs = step.get_concrete_function().structured_outputs
             if not all(t.shape.is_fully_defined() for t in tf.nest.flatten(outputs)):
                 # No zeros to start the loop from: the first step goes before it (a second
