@@ -223,7 +223,8 @@ def report(work: dict, run: dict, cores: int, startup: dict) -> list[tuple[str, 
         ("Ray start + one TensorFlow import (s); first trained frame / their sum",
          f"{startup['ray_start_s']:.1f} + {startup['tf_import_s']:.1f}; "
          f"{run['first_trained_frame_s'] / (startup['ray_start_s'] + startup['tf_import_s']):.2f}"),
-        ("the learner's first update alone (tracing, XLA's compile): s / CPU s",
+        ("the learner's first update alone, TensorFlow on one thread (tracing, XLA's "
+         "compile): s / CPU s",
          f"{work['first_update_s']:.1f} / {work['first_update_cpu_s']:.1f}"),
         ("learner busy fraction (median report)", f"{run['learner_busy_median']:.2f}"),
         # The learner process's CPU beyond what its updates cost alone: the host's part of

@@ -142,10 +142,10 @@ class Learner:
         self._checkpoint = tf.train.Checkpoint(
             optimizer=self._optimizer.optimizer, step=self._num_steps, **agent_trackables(agent))
         self._managers: dict[str, tf.train.CheckpointManager] = {}
-        # Replicator caches one compiled function per step_fn (and until) object: keep ours fixed.
-        self._step_fn, self._stop_fn = self._replica_step, self._stop_after
-        if not autograph:  # traced as written: nothing the step calls is converted
-            self._step_fn = tf.autograph.experimental.do_not_convert(self._replica_step)
+        # Replicator caches one compiled function per step_fn (and until) object: keep ours
+        # fixed. Without autograph both are traced as written: nothing they call is converted.
+        keep = (lambda f: f) if autograph else tf.autograph.experimental.do_not_convert
+        self._step_fn, self._stop_fn = keep(self._replica_step), keep(self._stop_after)
 
     @property
     def agent(self) -> Agent:

@@ -170,6 +170,10 @@ class Replicator:
             True on every replica and host alike (a function of all-reduced values), or
             their collectives fall out of step.
 
+        `step_fn` is traced once and the graph's loop holds one copy of it (XLA compiles
+        one), started from zeros of its results; a step whose results are not all dense
+        tensors of a fixed shape runs once before the loop instead.
+
         Returns:
           (the last step's results, one per local replica as `run` returns them; the
           number of steps run).
@@ -213,15 +217,18 @@ class Replicator:
 
     def _compile_repeated(self, step_fn: Callable, until: Callable | None) -> TracedCalls:
         strategy, shards = self._strategy, self.num_local_replicas
-        stop = until if until is not None else (lambda result: tf.constant(False))
+        # A nested tf.function, as the step is: AutoGraph converts `until` (the Replicator's
+        # own functions are traced as written).
+        stop = tf.function(until) if until is not None else (lambda result: tf.constant(False))
 
         def repeated(inputs, batch_axis, times):
             per_replica = _distributed(strategy, shards, inputs, batch_axis)  # split once
             step = _replicated_step(strategy, shards, step_fn, per_replica)
             outputs = step.get_concrete_function().structured_outputs
-            if not all(t.shape.is_fully_defined() for t in tf.nest.flatten(outputs)):
-                # No zeros to start the loop from: the first step goes before it (a second
-                # copy of the step in the graph).
+            if not all(isinstance(t, tf.Tensor) and t.shape.is_fully_defined()
+                       for t in tf.nest.flatten(outputs)):
+                # No zeros to start the loop from (a shape known only when it runs, a sparse
+                # or missing result): the first step goes before it, a second copy in the graph.
                 first = step()
                 return _repeat_loop(step, stop, times, tf.constant(1), first, stop(first[0]))
             zeros = tf.nest.map_structure(lambda t: tf.zeros(t.shape, t.dtype), outputs)
@@ -250,10 +257,10 @@ class Replicator:
 def _replicated_step(strategy: tf.distribute.Strategy, shards: int, step_fn: Callable,
                      per_replica: Any) -> Callable[[], list[Any]]:
     """Inside a traced function: `step_fn` on every local replica of `per_replica`, as a
-    nested `tf.function` (traced once however often it is called; AutoGraph converts
-    `step_fn` as `tf.function` would, and nothing of the Replicator's own).
+    nested `tf.function`: traced once however often it is called, and AutoGraph converts
+    `step_fn` as `tf.function` would (and this small closure with it).
 
-    The Replicator's own functions are traced without AutoGraph (`TracedCalls`): its
+    The Replicator's other functions are traced without AutoGraph (`TracedCalls`): its
     conversion of them cost ~1.5 s of the CartPole learner's first step here."""
 
     def step():

@@ -211,12 +211,22 @@ def traced_once(replicator, tf):
     def ragged(batch):  # [None]: the values over 0.5, a shape known only when it runs
         return tf.boolean_mask(batch["x"][:, 0], batch["x"][:, 0] > 0.5)
 
+    _, one_done = replicator.repeat(step_fn, inputs, times=1)
+    _, first_done = replicator.repeat(step_fn, inputs, times=4, until=lambda r: r > -1.0)
+
+    def python_until(r):  # Python control flow on a tensor: traces only if converted
+        if r > -1.0:
+            return tf.constant(True)
+        return tf.constant(False)
+
+    _, converted_done = replicator.repeat(step_fn, inputs, times=4, until=python_until)
     column = {"x": np.arange(2 * n, dtype=np.float32)[:, None]}
     masked, masked_done = replicator.repeat(ragged, column, times=3)
     _, once_done = replicator.repeat(ragged, column, times=3, until=lambda r: tf.size(r) >= 0)
     return {"repeat_traces": repeat_traces, "done": done, "result": float(results[0]),
             "run_result": float(ran[0]), "masked": _np(masked), "masked_done": masked_done,
-            "once_done": once_done}
+            "once_done": once_done, "one_done": one_done, "first_done": first_done,
+            "converted_done": converted_done}
 
 
 def main(n):

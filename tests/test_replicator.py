@@ -109,6 +109,9 @@ def test_repeat_traces_its_step_once_and_keeps_autograph(run):
     assert r["repeat_traces"] == n and r["done"] == 5
     assert r["result"] == 5 * 2 * n  # the tensor `if` took its True branch on every step
     assert r["run_result"] == 5 * 2 * n + 3 * 2 * n  # and its False branch under `run`
+    # From the zeros start: times=1 runs one step, an `until` true at once stops after it,
+    # and an `until` with a tensor `if` is converted as the step is.
+    assert r["one_done"] == 1 and r["first_done"] == 1 and r["converted_done"] == 1
     # A result of no fixed shape: the first step runs before the loop, and all 3 run, or
     # only it when `until` holds after it.
     assert r["masked_done"] == 3 and r["once_done"] == 1
