@@ -273,7 +273,7 @@ def _repeat_loop(step: Callable, stop: Callable, times: tf.Tensor, done: tf.Tens
                  results: Any, stopped: tf.Tensor) -> tuple[Any, tf.Tensor]:
     """`step()` until `times` steps are done or `stop(results[0])`, continuing from `done`
     steps whose last `results` (and whether they stopped) are given; returns the last
-    results and the steps run. One copy of the step in the graph, so XLA compiles it once."""
+    results and the steps run. The loop holds one copy of the step, which XLA compiles once."""
 
     def body(done, stopped, results):
         results = step()
