@@ -208,9 +208,6 @@ def traced_once(replicator, tf):
     repeat_traces = len(traces)
     ran = replicator.run(step_fn, {"x": -inputs["x"]})
 
-    def ragged(batch):  # [None]: the values over 0.5, a shape known only when it runs
-        return tf.boolean_mask(batch["x"][:, 0], batch["x"][:, 0] > 0.5)
-
     _, one_done = replicator.repeat(step_fn, inputs, times=1)
     _, first_done = replicator.repeat(step_fn, inputs, times=4, until=lambda r: r > -1.0)
 
@@ -220,6 +217,10 @@ def traced_once(replicator, tf):
         return tf.constant(False)
 
     _, converted_done = replicator.repeat(step_fn, inputs, times=4, until=python_until)
+
+    def ragged(batch):  # [None]: the values over 0.5, a shape known only when it runs
+        return tf.boolean_mask(batch["x"][:, 0], batch["x"][:, 0] > 0.5)
+
     column = {"x": np.arange(2 * n, dtype=np.float32)[:, None]}
     masked, masked_done = replicator.repeat(ragged, column, times=3)
     _, once_done = replicator.repeat(ragged, column, times=3, until=lambda r: tf.size(r) >= 0)
