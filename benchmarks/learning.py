@@ -12,10 +12,11 @@ its `metrics.jsonl` is read every 0.5 s, so "seconds" count from the command's l
 (Python, TensorFlow and Ray start-up included) to the report that first reached the
 threshold with 100 episodes ended, as a user watching the console would see it.
 
-Prints one row per run and one per task (every seed, never only the best), with the
-published figure of an anchor beside it; writes `OUT/LABEL.json` and one figure of
-return curves, `OUT/LABEL.png` (a panel per task, a line per seed). Logs of every run
-stay in `OUT/LABEL/TASK-sSEED/`.
+Prints one row per run (every seed, never only the best), with the published figure of
+an anchor (`benchmarks/anchors.json`) beside it; writes one record per run into the
+results ledger (`benchmarks/results/learning/TASK/`, `ledger.py`; `--no-record` writes
+none), `OUT/LABEL.json` and one figure of return curves, `OUT/LABEL.png` (a panel per
+task, a line per seed). Logs of every run stay in `OUT/LABEL/TASK-sSEED/`.
 
 Thresholds are gymnasium's registered `reward_threshold`s for classic control (CartPole
 475, Acrobot -100, MountainCar -110); for toy_text, where no learning figures are
@@ -41,6 +42,7 @@ import sys
 import time
 
 import _common  # noqa: F401  (quiets TensorFlow before it is imported)
+import ledger
 from _common import MetricsTail, split_train_flags, table, write_json
 
 from impala_rep.learner.service import RETURN_WINDOW
@@ -55,41 +57,25 @@ class Task:
     env: str
     frames: int          # the run's budget: the learning rate decays to 0 over it
     threshold: float     # mean return over the last 100 episodes
-    anchor: str          # a published figure to read beside ours
     flags: tuple[str, ...] = ()
 
 
-# rl-baselines3-zoo figures: benchmark.md of DLR-RM/rl-baselines3-zoo (one trained agent,
-# deterministic evaluation, after n_timesteps agent steps).
+# Thresholds: gymnasium's registered reward_threshold for classic control; a stated step
+# below the optimum for toy_text (benchmarks/optimal_returns.py). Anchors: benchmarks/anchors.json.
 TASKS = {
-    "cartpole": Task("CartPole-v1", 1_000_000, 475.0,
-                     "rl-zoo PPO: 500 after 100k steps; A2C: 500 after 500k"),
-    "acrobot": Task("Acrobot-v1", 1_000_000, -100.0,
-                    "rl-zoo PPO: -73.5 after 1M steps; A2C: -83.4 after 500k"),
-    "mountaincar": Task("MountainCar-v0", 1_000_000, -110.0,
-                        "rl-zoo PPO: -110.4 after 1M steps; A2C: -111.3 after 1M"),
-    # gymnasium's toy_text, one-hot coded (envs/factory.py). No published learning figures
-    # exist for them; their anchor is the optimal policy's expected return, computed by
-    # benchmarks/optimal_returns.py.
-    "frozenlake": Task("FrozenLake-v1", 1_000_000, 0.70,
-                       "optimum 0.744 (slippery); gymnasium's reward_threshold 0.70"),
-    "taxi": Task("Taxi-v4", 1_000_000, 7.0,
-                 "optimum 7.93 (gymnasium's reward_threshold, 8, is above it)"),
-    "cliffwalking": Task("CliffWalking-v1", 1_000_000, -15.0,
-                         "optimum -13 (the shortest path); no time limit"),
-    "blackjack": Task("Blackjack-v1", 1_000_000, -0.10,
-                      "optimum -0.043; a 100-episode mean varies by about +-0.1"),
+    "cartpole": Task("CartPole-v1", 1_000_000, 475.0),
+    "acrobot": Task("Acrobot-v1", 1_000_000, -100.0),
+    "mountaincar": Task("MountainCar-v0", 1_000_000, -110.0),
+    # gymnasium's toy_text, one-hot coded (envs/factory.py).
+    "frozenlake": Task("FrozenLake-v1", 1_000_000, 0.70),
+    "taxi": Task("Taxi-v4", 1_000_000, 7.0),
+    "cliffwalking": Task("CliffWalking-v1", 1_000_000, -15.0),
+    "blackjack": Task("Blackjack-v1", 1_000_000, -0.10),
     # Registered ids no default was chosen on: held out, to check that the defaults generalise.
-    "frozenlake8x8": Task("FrozenLake8x8-v1", 1_000_000, 0.85,
-                          "optimum 0.913 (slippery, 200 steps); gymnasium's reward_threshold 0.85"),
-    "cliffwalking-slippery": Task("CliffWalkingSlippery-v1", 1_000_000, -75.0,
-                                  "optimum -64.7 (slippery: a path away from the cliff); "
-                                  "no time limit"),
-    "minatar-breakout": Task("MinAtar/Breakout-v1", 3_000_000, 10.0,
-                             "MinAtar paper: curves only (DQN and AC(lambda), 5M frames)"),
-    "pong": Task("PongNoFrameskip-v4", 20_000_000, 18.0,
-                 "RLlib APPO: 18 within 10M agent steps; rl-zoo PPO 21.0 after 10M steps",
-                 ("--preset", "atari")),
+    "frozenlake8x8": Task("FrozenLake8x8-v1", 1_000_000, 0.85),
+    "cliffwalking-slippery": Task("CliffWalkingSlippery-v1", 1_000_000, -75.0),
+    "minatar-breakout": Task("MinAtar/Breakout-v1", 3_000_000, 10.0),
+    "pong": Task("PongNoFrameskip-v4", 20_000_000, 18.0, ("--preset", "atari")),
 }
 DEFAULT_TASKS = ("cartpole", "acrobot", "mountaincar", "minatar-breakout")
 EVAL_EPISODES = 100
@@ -124,6 +110,7 @@ def run_one(task: Task, seed: int, logdir: pathlib.Path, extra: list[str]) -> di
     returns = [mean for _, mean in curve]
     return {
         "seed": seed,
+        "command": command,
         "frames_to_threshold": hit and hit["frames"],
         "seconds_to_threshold": hit and hit["seconds"],
         "final_return": returns[-1] if returns else None,
@@ -136,6 +123,22 @@ def run_one(task: Task, seed: int, logdir: pathlib.Path, extra: list[str]) -> di
         "frames_per_s_from_launch": round(records[-1]["frames"] / seconds),
         "median_cumulative_fps": round(statistics.median(fps)) if fps else None,
     }
+
+
+_FIGURES = ("frames_to_threshold", "seconds_to_threshold", "final_return", "late_return",
+            "best_return", "frames", "seconds", "frames_per_s_from_launch", "median_cumulative_fps",
+            "greedy_return", "greedy_std", "greedy_unfinished")
+
+
+def record(name: str, task: Task, run: dict, *, label: str, extra: list[str]) -> None:
+    """The run's record in the results ledger."""
+    path = ledger.write_record(
+        benchmark="learning", task=name, label=label, seed=run["seed"], command=run["command"],
+        figures={key: run.get(key) for key in _FIGURES}, curve=run["curve"],
+        settings={"env": task.env, "threshold": task.threshold, "total_frames": task.frames,
+                  "task_flags": list(task.flags), "extra_flags": extra,
+                  "evaluation_episodes": EVAL_EPISODES})
+    print(f"  recorded {path.relative_to(ledger.ROOT)}", flush=True)
 
 
 def evaluate(logdir: pathlib.Path) -> dict:
@@ -196,6 +199,7 @@ def _greedy(run: dict) -> str:
 
 
 def print_table(results: dict[str, list[dict]]) -> None:
+    anchors = ledger.load_anchors()
     rows = []
     for name, runs in results.items():
         for run in runs:
@@ -203,7 +207,7 @@ def print_table(results: dict[str, list[dict]]) -> None:
                          f"{run['frames_to_threshold']:,}" if run["frames_to_threshold"] else "not reached",
                          run["seconds_to_threshold"] if run["seconds_to_threshold"] is not None else "-",
                          _number(run["final_return"]), _number(run.get("late_return")),
-                         _greedy(run), f"{run['frames']:,}", run["seconds"], TASKS[name].anchor))
+                         _greedy(run), f"{run['frames']:,}", run["seconds"], anchors[name]["figure"]))
     print(table(["task", "seed", "threshold", "frames to threshold", "s from launch",
                  "final return", "last-quarter mean", f"greedy, {EVAL_EPISODES} episodes",
                  "frames", "run s", "anchor"], rows))
@@ -263,6 +267,8 @@ def main() -> None:
                              "where their saved results have no such figure")
     parser.add_argument("--no-evaluate", action="store_true",
                         help="skip the greedy evaluation after each run")
+    parser.add_argument("--no-record", action="store_true",
+                        help="write no record into the results ledger (benchmarks/results/)")
     args = parser.parse_args(argv)
     out = pathlib.Path(args.out)
     results: dict[str, list[dict]] = {}
@@ -290,6 +296,8 @@ def main() -> None:
             if not args.no_evaluate:
                 run.update(evaluate(logdir))
             results.setdefault(name, []).append(run)
+            if not args.no_record:
+                record(name, task, run, label=args.label, extra=extra)
             print(f"  threshold {task.threshold:g}: "
                   + (f"{run['frames_to_threshold']:,} frames, {run['seconds_to_threshold']} s"
                      if run["frames_to_threshold"] is not None else "not reached")
