@@ -36,8 +36,8 @@ class CompiledPolicy:
         self._state = self.initial_state
         self._rng = tf.random.Generator.from_seed(seed)
         # Traced once, here, for fixed shapes. Calling the concrete function skips
-        # tf.function's per-call signature matching, which measured ~0.4 ms of a
-        # ~1.2 ms step for 64 CartPoles (TF 2.21, 2 cores).
+        # tf.function's per-call signature matching, a large share of a small network's
+        # step (docs/notebook.md, "Where the CPU goes").
         self._policy = tf.function(self._policy_step).get_concrete_function(*self._signature())
         self._value = None  # traced at the first time-limit cut (some envs never cut one)
 

@@ -1,9 +1,9 @@
 """An actor's policy in numpy: an agent's `host_step` with weights held as arrays.
 
 TensorFlow-free: an actor acting with an `acting_agent` twin never imports it. For
-a small network a compiled call's fixed cost was most of the step (one call for 64
-CartPoles ~0.8 ms of CPU against ~0.09 ms here; TF 2.21). `actors/compiled_policy.py`
-is the other kind, with the same methods.
+a small network a compiled call's fixed cost is most of the step, and numpy does not pay
+it (docs/notebook.md, "Where the CPU goes"). `actors/compiled_policy.py` is the other
+kind, with the same methods.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ def machine() -> dict[str, Any]:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A Markdown table (readable in a terminal, pasteable into the README)."""
+    """A Markdown table (readable in a terminal, pasteable into Markdown)."""
     cells = [[str(c) for c in row] for row in rows]
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in cells]

@@ -1,4 +1,4 @@
-"""A long, resumable Pong run with the paper's settings: mean return vs env frames.
+"""A long, resumable Pong run with the `atari` preset: mean return vs env frames.
 
     .venv/bin/python benchmarks/pong.py --logdir runs/pong [--total-frames 20000000] [-- TRAIN FLAGS]
     .venv/bin/python benchmarks/pong.py --compare runs/pong runs/other --out comparison.png
@@ -55,7 +55,7 @@ def plot_comparison(logdirs: list[str], out: str) -> pathlib.Path:
     from impala_rep.config import TrainConfig
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    envs = []  # the title names the runs' envs (it said "Pong" whatever they were)
+    envs = []  # the title names the runs' own envs, not "Pong" whatever they are
     for logdir in logdirs:
         config = TrainConfig.from_json(json.loads((pathlib.Path(logdir) / "config.json").read_text()))
         envs += [config.env.id] if config.env.id not in envs else []

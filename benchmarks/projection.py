@@ -13,7 +13,7 @@ weak-scaling efficiency E of the all-reduce between devices:
     learner: K × E × (1e6 / learner CPU µs per frame)      frames/s (or --learner-fps per device)
     expected = the smaller; the table names which one saturates.
 
-On this 2-core machine nothing scales (README, Scaling): the projection is what a
+On 2 cores nothing scales (docs/notebook.md, "Scaling"): the projection is what a
 machine with N idle cores for the actors and K devices for the learner should give, to
 be checked there with `benchmarks/scaling.py` (e.g. `--learners gpu,1 gpu:2,1 gpu:4,1`
 on a GPU node; `--learner-fps` then takes one GPU's measured rate).

@@ -4,8 +4,8 @@
         [--venv runs/benchmarks/rllib-venv] [-- OUR TRAIN FLAGS ...]
 
 The peer runs in a venv of its own, made on the first run (`ray[rllib]` at this venv's Ray
-version and the CPU build of torch 2.13.0 that the machine keeps on disk; a few minutes),
-so this project never depends on RLlib or torch. One at a time, never together, each
+version and torch, pinned in TORCH; a few minutes), so this project never depends on RLlib
+or torch. One at a time, never together, each
 seed runs:
 
 1. RLlib's IMPALA (new API stack, torch) with its tuned example's settings
@@ -43,7 +43,9 @@ from impala_rep.run.run_log import read_metrics
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PEER = pathlib.Path(__file__).with_name("_rllib_impala_cartpole.py")
-TORCH = "torch==2.13.0"  # the CPU build on this machine's disk (any other pulls a CUDA build)
+# Pinned so that a CPU build of it already in pip's cache is used: any other version
+# downloads a CUDA build.
+TORCH = "torch==2.13.0"
 TARGET = 475.0
 
 
@@ -67,8 +69,8 @@ def ensure_venv(venv: pathlib.Path) -> pathlib.Path:
 
 def run_rllib(python: pathlib.Path, seed: int, seconds: float) -> dict:
     launch = time.time()
-    # Bounded: an iteration takes ~10 s, so a peer still running long after its time is stuck
-    # (as it was with one CPU slot per core: its learner's aggregator never started).
+    # Bounded: an iteration takes seconds, so a peer still running long after its time is stuck
+    # (as one is with one CPU slot per core: its learner's aggregator never starts).
     process = subprocess.run([str(python), str(PEER), "--launch", str(launch), "--seconds",
                               str(seconds), "--target", str(TARGET), "--seed", str(seed)],
                              capture_output=True, text=True, timeout=seconds + 300)

@@ -50,7 +50,7 @@ def memory_growth(samples: list[dict], seconds: float) -> dict[str, float]:
     """Steady-state RSS after warm-up (second quarter of the run) against the end (last quarter).
 
     The 90th percentile of each quarter, not the mean: right after a kill the total dips by
-    one actor (~0.6 GB) until its replacement has loaded TensorFlow, and a mean would then
+    one actor's memory until its replacement has loaded TensorFlow, and a mean would then
     depend on when the kills fell rather than on whether memory grows.
     """
     def quarter(key, low, high):

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/startup.py [--repeats 3] [--env CartPole-v1] [-- TRAIN FLAGS ...]
 
-Issue 15's start-up target is a ratio measured in one run of this script: the first
+The start-up target is a ratio measured in one run of this script: the first
 trained frame within 2× the cost of starting the embedded Ray plus one TensorFlow
 import. So it first times those two, each in a new process (`cpu_profile.startup_costs`),
 then launches `impala-rep train --env ENV --total-frames 300000 --report-every 0.2` as a

@@ -5,8 +5,8 @@ What `make_atari_vector_env` builds
 `ale_py.vector_env.AtariVectorEnv` (ale_py >= 0.10) steps all sub-envs in C++
 threads and does the DeepMind preprocessing there: up to `noop_max` no-op
 actions at every reset, frame skip 4 with a max over the last two skipped
-frames, 84x84 grayscale, a stack of the last 4 frames. It is the fastest Atari
-stepping measured here. Settings used:
+frames, 84x84 grayscale, a stack of the last 4 frames: no sub-env's step or
+preprocessing goes through Python. Settings used:
 
 * reward_clipping=False: rewards are the game's raw score changes (the learner
   clips; the reported returns stay raw). They come as float64 here (ale_py

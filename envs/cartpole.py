@@ -5,8 +5,9 @@ Why it exists
 The actor's `Unroll` layout needs `AutoresetMode.SAME_STEP` vector envs: when
 an episode ends, the step that ends it already returns the new episode's first
 observation (see `impala_rep.envs.factory`). gymnasium 1.4's numpy
-`CartPoleVectorEnv` steps 64 envs ~10x faster than a `SyncVectorEnv` of 64
-`CartPole-v1` envs, but it only autoresets on the NEXT step and its `reset`
+`CartPoleVectorEnv` steps all its envs in a few array operations, many times faster
+than a `SyncVectorEnv` of `CartPole-v1` envs that steps each in Python, but it only
+autoresets on the NEXT step and its `reset`
 ignores `options["reset_mask"]`, so the actor cannot use it. This class is that
 speed with SAME_STEP autoreset.
 

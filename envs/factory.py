@@ -29,9 +29,9 @@ SAME_STEP vector env:
   codes, concatenated, as SB3 feeds them to an MLP. All-discrete observations
   become uint8 (0/1), mixed ones float32.
 * Everything else is a `SyncVectorEnv(autoreset_mode=SAME_STEP)`, which steps
-  its sub-envs one by one in Python: for 64 CartPoles ~0.8 ms instead of
-  ~0.07 ms vectorised, more than the actor's policy call; scale with more
-  actors if the env is the bottleneck.
+  its sub-envs one by one in Python: for a cheap env such as CartPole that costs
+  more than the actor's policy call; scale with more actors if the env is the
+  bottleneck.
 
 Env options
 -----------

@@ -14,7 +14,7 @@ computed from `obs[t]`; `actions[t]` is the action taken at `obs[t]`;
 ended (or was cut by a time limit) inside the unroll; `impala_rep.transitions`
 is where an unroll becomes these inputs.
 
-The public API is the names in `__all__` (documented in docs/api.md); every
+The public API is the names in `__all__` (documented in docs/reference/api.md); every
 other module and name is private. Public names are imported lazily so that
 `import impala_rep` (and the CLI's argument checking) does not pay for
 importing TensorFlow.
@@ -24,7 +24,7 @@ import importlib
 
 __version__ = "0.1.0"
 
-# public name -> module that defines it (docs/api.md documents each one)
+# public name -> module that defines it (docs/reference/api.md documents each one)
 _EXPORTS = {
     # the Replicator and its cross-replica primitives
     "Replicator": "impala_rep.learner.replicator",

@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from impala_rep.agent_io import AgentInputs, AgentOutput  # noqa: F401  (their documented home)
 from impala_rep.host_mlp import mlp_host_step
-# bounds_normalization is re-exported: docs/api.md names it here, beside MLPAgent.
+# bounds_normalization is re-exported: its documented home is here, beside MLPAgent.
 from impala_rep.observation_scaling import bounds_normalization, observation_scaling  # noqa: F401
 
 __all__ = ["AgentOutput", "AgentInputs", "Agent", "MLPAgent", "flat_observations", "layer_variables",
@@ -68,8 +68,8 @@ def layer_variables(layers: Sequence[tf.keras.layers.Layer]) -> list[tf.Variable
 
 def weights_of(variables: Sequence[tf.Variable]) -> list[np.ndarray]:
     """The variables' values, read in one compiled call: the learner reads its weights at
-    every publish, and read one by one its 8 mirrored MLP variables cost ~0.9 ms of CPU
-    against ~0.25 ms in one call (measured here, TF 2.21)."""
+    every publish, and one call costs a fraction of reading mirrored variables one by one
+    (docs/notebook.md, "Where the CPU goes")."""
     if not variables:
         return []
     key = tuple(map(id, variables))
@@ -90,8 +90,8 @@ _READERS: collections.OrderedDict = collections.OrderedDict()
 def assign_weights(variables: Sequence[tf.Variable], weights: Sequence[np.ndarray]) -> None:
     """Assigns a weight list (as from `weights_of`) to `variables`, checking the count.
 
-    Variable by variable: one compiled assign of all of them measured only 8% cheaper
-    (~0.75 ms against ~0.8 ms for the MLP, once per unroll), not worth a traced function."""
+    Variable by variable: one compiled assign of all of them was barely cheaper for the MLP
+    (once per unroll; docs/notebook.md, "Where the CPU goes"), not worth a traced function."""
     if len(weights) != len(variables):
         raise ValueError(f"expected {len(variables)} weight arrays, got {len(weights)}")
     for variable, value in zip(variables, weights):
@@ -169,7 +169,7 @@ class MLPAgent:
     def host_step(self, weights: Sequence[np.ndarray], inputs: AgentInputs) -> AgentOutput:
         """`step` in numpy with `weights` (as `get_weights` lists them): what actors act with.
 
-        For 64 CartPoles one compiled `step` cost ~0.8 ms of CPU, nearly all of it
-        TensorFlow's fixed cost per call; this costs ~0.09 ms (measured here, TF 2.21).
+        For a small network a compiled `step` is nearly all TensorFlow's fixed cost per
+        call, which numpy does not pay (docs/notebook.md, "Where the CPU goes").
         tests/test_host_step.py holds it to `step`."""
         return mlp_host_step(weights, inputs, scaling=self._scaling)

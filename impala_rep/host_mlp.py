@@ -3,8 +3,9 @@
 `MLPAgent.host_step` is `mlp_host_step`; `MLPHostAgent` is the same step without the
 agent's TensorFlow variables, for an actor process that never imports TensorFlow
 (`impala_rep.agent_factory.acting_agent` gives it for the built-in MLP): its weights
-all come from the learner. Importing TensorFlow cost each actor ~6 CPU-s at start-up
-and ~0.6 GB of memory (measured here, TF 2.21) for variables it never read.
+all come from the learner. Importing TensorFlow would cost each actor seconds of CPU at
+start-up and most of its memory for variables it never reads (docs/notebook.md, "Where
+the CPU goes").
 """
 
 from __future__ import annotations

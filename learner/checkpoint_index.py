@@ -5,7 +5,7 @@
 `RunCheckpoint` numbers them by learner step (`ckpt-<step>`). The driver reads it
 (where a stopped or failed run can be resumed from; the step a resumed run starts
 at) in a process that imports no TensorFlow under Ray: importing it there would add
-~3.5 s of CPU and its start-up notes to the end of every run.
+seconds of CPU and its start-up notes to the end of every run.
 """
 
 from __future__ import annotations

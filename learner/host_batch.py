@@ -2,9 +2,9 @@
 
 `Replicator.run` and `repeat` take a nest of host arrays at every step. Handed to a
 `tf.function` as they are, each leaf becomes a tensor on its own and the function matches
-the whole nest against its traces on every call: for the CartPole learner's batch (11
-arrays) that cost ~1.0 ms and ~1.3 ms of the calling thread's CPU a step, against ~10 ms
-for the step (measured here, TF 2.21, 2 cores). So a nest of numpy arrays travels as ONE
+the whole nest against its traces on every call: for a small network's batch (the CartPole
+learner's has 11 arrays) that is a sizeable share of the calling thread's CPU a step
+(docs/notebook.md, "Where the CPU goes"). So a nest of numpy arrays travels as ONE
 uint8 buffer (one conversion, one transfer to the device), sliced and bitcast back into
 its leaves inside the graph, and each input layout is traced once into a concrete function
 that later calls use directly. Anything else (tensors, strings, Python numbers) goes leaf

@@ -77,9 +77,9 @@ class Learner:
         update. Costs one more backward pass and all-reduce per term.
       autograph: convert the update (the agent's unroll and the loss with it) with
         AutoGraph, as `tf.function` does, so Python control flow on tensors works. False
-        traces them as written: ~6 s less tracing for the CartPole learner here, for code
-        with no such control flow (the built-in MLP and losses; `train` decides it with
-        `--learner-autograph`).
+        traces them as written, seconds less tracing at start-up (docs/notebook.md, "Where
+        the CPU goes"), for code with no such control flow (the built-in MLP and losses;
+        `train` decides it with `--learner-autograph`).
 
     Batch layout on the devices: `Replicator.run` splits every input along ONE axis, so the
     time-major fields go with `batch_axis=1`, `initial_state` leaves `[B, ...]` are expanded to
@@ -165,7 +165,7 @@ class Learner:
     @property
     def num_steps(self) -> int:
         """Updates applied so far: the version of the current weights."""
-        # One replica's copy (all are equal): ~4x cheaper than reading the mirrored variable.
+        # One replica's copy (all are equal): cheaper than reading the mirrored variable.
         return int(self._replicator.strategy.experimental_local_results(self._num_steps)[0].numpy())
 
     # --- the replicated update ---------------------------------------------------

@@ -45,12 +45,14 @@ _HOST_STOP_TIMEOUT_S = 120.0
 REPORT_TIMEOUT_S = 60.0
 SAVE_TIMEOUT_S = 600.0
 # Seconds Ray gets to place every host and start its process (a new Python with Ray; the
-# constructor imports no TensorFlow): seconds normally, 20 s or so on a loaded 2-core
-# machine. A host still unplaced after this waits for resources no node has free.
+# constructor imports no TensorFlow): seconds normally, several times that on a loaded
+# machine with few cores. A host still unplaced after this waits for resources no node has
+# free.
 PLACE_TIMEOUT_S = 120.0
 # Seconds the placed hosts get to build (`start`): importing TensorFlow and building the
-# learner took 30+ s on a loaded 2-core CI machine, a resume also reads a checkpoint (one
-# that took up to SAVE_TIMEOUT_S to write), and a group's hosts wait for the slowest.
+# learner take tens of seconds on a loaded machine with few cores, a resume also reads a
+# checkpoint (one that took up to SAVE_TIMEOUT_S to write), and a group's hosts wait for the
+# slowest.
 START_TIMEOUT_S = 600.0
 
 

@@ -31,9 +31,10 @@ def publish(weights: list) -> Any:
     the object store, where every actor fetches the same copy (`actors/ray_actor.py` takes
     either).
 
-    For the CartPole MLP (19 KB) a `ray.put` measured ~0.66 ms of the learner's CPU a
-    publication, plus a fetch from the store in each actor, against a few µs to carry them
-    in a reply. A network over the limit would be copied into the store with every reply."""
+    For a small network such as the CartPole MLP (19 KB) a `ray.put` at every publication,
+    plus a fetch from the store in each actor, costs far more CPU than carrying the weights
+    in a reply (docs/notebook.md, "Where the CPU goes"). A network over the limit would be
+    copied into the store with every reply."""
     if sum(getattr(w, "nbytes", 0) for w in weights) <= INLINE_BYTES:
         return weights
     return ray.put(weights)
@@ -76,9 +77,9 @@ class LearnerHost:
             import tensorflow as tf
 
             # XLA runs the step of a net this small (it is auto only for the built-in MLP) on
-            # one thread anyway; TensorFlow's default pools only spun beside it. Measured
-            # (docs/performance.md): 12% less learner CPU and 4-10% more frames/s on CartPole.
-            # Not without XLA: Pong's CNN step ran at half the speed on one thread.
+            # one thread anyway; TensorFlow's default pools only spun beside it: one thread
+            # takes less learner CPU and gives more frames/s on CartPole. Not without XLA:
+            # Pong's CNN step is slower on one thread (docs/notebook.md, "Where the CPU goes").
             tf.config.threading.set_intra_op_parallelism_threads(1)
             tf.config.threading.set_inter_op_parallelism_threads(1)
         try:
@@ -104,7 +105,7 @@ class LearnerHost:
         return self._service
 
     # Called tens of times a second: without this Ray records every call's events in its GCS,
-    # which grew by ~11 MiB a minute in a CartPole run (issue 15's soak).
+    # which then grows for as long as the run lasts (docs/notebook.md, "Soak").
     @ray.method(enable_task_events=False)
     def enqueue(self, unroll, stats=None, *, sender=None):
         return self._built_service().enqueue(unroll, stats, sender=sender)

@@ -142,8 +142,8 @@ class LearnerService:
         self._published = self._publish_weights()
         # Set when an actor is handed `_published`: the training thread publishes after a
         # step only then. Actors ask about once per unroll block, which holds several
-        # batches, so most publications (a weight read, ~0.3 ms, and under Ray perhaps a
-        # `ray.put`) were never fetched. An actor that asks after skipped ones gets the
+        # batches, so most publications (a weight read, and under Ray perhaps a
+        # `ray.put`) would never be fetched. An actor that asks after skipped ones gets the
         # weights of the last step that ended after a reply: usually one batch older (the
         # policy lag shows it).
         self._handed_out = False

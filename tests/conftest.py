@@ -1,5 +1,5 @@
-"""Shared fixtures. One embedded Ray serves every test that asks for it (Ray costs ~5 s to start
-here); `train` joins it instead of starting its own."""
+"""Shared fixtures. One embedded Ray serves every test that asks for it (Ray costs seconds to
+start); `train` joins it instead of starting its own."""
 
 import os
 import pathlib
@@ -8,8 +8,8 @@ import pytest
 
 TESTS_DIR = pathlib.Path(__file__).parent
 
-# The files that take minutes (Ray and two-host runs through `train`), heaviest first, from
-# `pytest --durations` (2026-11-26). `make test` gives each of its two workers whole files in
+# The files that take minutes (Ray and two-host runs through `train`), heaviest first, as
+# `pytest --durations` ranks them. `make test` gives each of its two workers whole files in
 # collection order (`--dist loadfile`): handed out first, no long file is left to start last,
 # when the other worker may have nothing more to run; the cheap files fill the gaps.
 HEAVY_FIRST = ("test_shutdown.py", "test_local_launcher.py", "test_reliability.py",

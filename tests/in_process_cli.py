@@ -1,5 +1,5 @@
-"""`impala-rep` refusing bad input, called in the test process: ~2 s cheaper per case than a
-new process. The command changes process-wide state on its way to the refusal (signal
+"""`impala-rep` refusing bad input, called in the test process: seconds cheaper per case than
+a new process. The command changes process-wide state on its way to the refusal (signal
 handlers, TensorFlow's and Ray's environment variables, sys.path for user code, cloudpickle's
 by-value registry), which a later test in the same pytest worker must not inherit: it is all
 put back."""

@@ -84,8 +84,8 @@ def test_the_next_unroll_is_computed_while_the_last_one_waits():
 
     assert frames == 4 * 5 * 4
     # Unroll k+1 is computed while unroll k waits for its reply, so it acts with the
-    # reply to unroll k-1: one block more policy lag, for the overlap (docs/learning.md,
-    # "Policy lag: the actor loop's overlap, measured").
+    # reply to unroll k-1: one block more policy lag, for the overlap (docs/notebook.md,
+    # "Policy lag").
     assert learner.sent == [0, 0, 1, 2]
     assert actor.acted_with == [0, 0, 1, 2]  # the logits say so too
     assert learner.replies == [1, 2, 3, 4]  # the last one too, after the bound

@@ -206,7 +206,8 @@ def test_episodic_life_terminates_on_a_life_loss(closing):
 
 def test_episodic_life_restarts_the_whole_game_in_ale_py_0_12(closing):
     """What --episodic-life means with ale_py 0.12.1: the autoreset after a lost life starts a
-    new game with all 5 lives, unlike DeepMind's EpisodicLifeEnv (README, envs/atari.py)."""
+    new game with all 5 lives, unlike DeepMind's EpisodicLifeEnv (docs/guide/atari.md,
+    envs/atari.py)."""
     env = closing(make_atari_vector_env("ALE/Breakout-v5", num_envs=1, seed=0,
                                         sticky_action_prob=0.0, noop_max=0, episodic_life=True))
     _, info = env.reset()

@@ -1,4 +1,4 @@
-"""The benchmark scripts' own logic (their measurements run outside the suite: README)."""
+"""The benchmark scripts' own logic (their measurements run outside the suite)."""
 
 import json
 import pathlib

@@ -92,9 +92,9 @@ def test_an_observation_space_with_no_vector_form_is_refused_in_one_line():
 
 def test_frozenlake_is_learned_through_train(tmp_path):
     # Random play reaches the goal in ~1.4% of episodes (the optimum: 74%,
-    # benchmarks/optimal_returns.py). 1M-frame runs with today's defaults showed 0.13-0.35
-    # at 90k frames and 0.46-0.61 at 155k (2026-11-26); a 120k-frame run once ended at 0.15
-    # (its learning rate decays to 0 within the run), so 200k.
+    # benchmarks/optimal_returns.py). 1M-frame runs with the defaults showed 0.13-0.35 at
+    # 90k frames and 0.46-0.61 at 155k; a 120k-frame run ended at 0.15 (its learning rate
+    # decays to 0 within the run), so 200k.
     logdir = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "impala_rep", "train", "--env", "FrozenLake-v1",
                            "--launcher", "local", "--total-frames", "200000", "--seed", "1",

@@ -70,7 +70,7 @@ def test_cli_trains_the_custom_agent_named_by_file(local_ray, tmp_path):
 
 def test_custom_agent_acts_with_the_network_it_trains():
     """The example's actors (`step`) and learner (`unroll`) compute the same policy from the same
-    weights, and only `unroll` moves the batch-norm statistics (docs/custom_agent.md, Batch norm)."""
+    weights, and only `unroll` moves the batch-norm statistics (docs/guide/custom-agents.md)."""
     import importlib.util
 
     import numpy as np

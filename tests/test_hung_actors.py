@@ -37,7 +37,7 @@ def _events(logdir):
 
 # Under Ray with two learner hosts (actor s feeds host s % 2, so the hung actor's host
 # has no batch and both wait), and with the local launcher's threads. A replacement's
-# start-up (Ray's: a process, its envs, 5-30 s on a loaded machine) does not
+# start-up (Ray's: a process, its envs, tens of seconds on a loaded machine) does not
 # count against the limit (a second restart would fail the test).
 @pytest.mark.parametrize("flags", [
     ["--num-actors", "2", "--learner-hosts", "2"],

@@ -190,7 +190,7 @@ def test_run_and_repeat_refuse_inputs_without_an_array_naming_themselves(call, k
         getattr(Replicator("cpu"), call)(lambda inputs: inputs, {"state": ()}, **kwargs)
 
 
-# The optimizer mistakes the README ("Optimizers") describes, on 2 logical CPUs: an
+# The optimizer mistakes docs/guide/replicator.md describes, on 2 logical CPUs: an
 # optimizer made outside scope() (warned of), and a Keras optimizer used unwrapped
 # (Keras sums the replicas' gradients; not detectable, so pinned here as documented).
 OPTIMIZER_MISTAKES = """

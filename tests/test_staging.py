@@ -118,7 +118,7 @@ def test_a_staged_batch_counts_as_queued_until_it_is_trained_on(replicator):
 def test_the_driver_modules_import_no_tensorflow():
     """The driver imports the service's module (for RETURN_WINDOW) and the launchers; the
     staging area imports TensorFlow, so the service must load it only in its training thread.
-    A driver that imported TensorFlow started its Ray ~6 s later (measured here)."""
+    A driver that imported TensorFlow would start its Ray seconds later."""
     code = ("import sys, impala_rep.run.cli, impala_rep.run.training, impala_rep.run.monitor, "
             "impala_rep.run.launch_ray, impala_rep.run.launch_local, impala_rep.learner.service; "
             "loaded = sorted(m for m in ('tensorflow', 'keras') if m in sys.modules); "

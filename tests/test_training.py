@@ -1,6 +1,6 @@
 """End to end on Ray: actor processes, a 2-replica learner, CartPole learning.
 
-One Ray instance (tests/conftest.py) serves the whole session (starting Ray costs ~5 s here);
+One Ray instance (tests/conftest.py) serves the whole session (starting Ray costs seconds);
 `train` joins it instead of starting its own.
 """
 
@@ -30,9 +30,9 @@ def test_cartpole_learns_with_two_actors_and_two_replicas(local_ray, tmp_path, c
     out = capsys.readouterr().out
 
     # It learned: clearly above a random policy (fixed seed; with the default 8 passes
-    # CartPole's 100-episode mean was 300-490 at 100k frames in 2026-11-27's runs of the
-    # learning suite, 2 actors x 64 envs on one device; here 2 x 16 on two replicas, the same
-    # 640-frame batches: the bar leaves a wide margin).
+    # CartPole's 100-episode mean was 300-490 at 100k frames in the learning suite's runs,
+    # 2 actors x 64 envs on one device; here 2 x 16 on two replicas, the same 640-frame
+    # batches: the bar leaves a wide margin).
     assert result.episode_return_mean is not None
     assert result.episode_return_mean > 3 * RANDOM_POLICY_RETURN, result.episode_return_mean
     assert result.frames >= config.run.total_frames

@@ -167,8 +167,9 @@ host.stop()
 
 @pytest.mark.parametrize("xla,threads", [("on", [1, 1]), ("off", [0, 0])])
 def test_a_learner_host_with_xla_runs_tensorflow_on_one_thread(xla, threads):
-    # One thread under XLA (measured cheaper for the MLP); TensorFlow's default pools (0:
-    # one thread per core) without it, where the CNN step needs them.
+    # One thread under XLA (cheaper for the MLP: docs/notebook.md, "Where the CPU goes");
+    # TensorFlow's default pools (0: one thread per core) without it, where the CNN step
+    # needs them.
     out = subprocess.run([sys.executable, "-c", _LEARNER_HOST, xla], capture_output=True,
                          text=True, timeout=300, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == threads

@@ -23,7 +23,7 @@ __all__ = ["check_user_code"]
 _AGENT_METHODS = ("build", "initial_state", "step", "unroll", "get_weights", "set_weights")
 _LOSS_CONTRACT = ("a loss is called as loss_fn(*, agent, inputs, outputs, behaviour_logits, "
                   "actions, rewards, discounts, config) and returns "
-                  "impala_rep.LossOutput(loss, sums, means) (docs/api.md, LossFn)")
+                  "impala_rep.LossOutput(loss, sums, means) (docs/guide/custom-agents.md)")
 
 
 def check_user_code(*, agent_factory: Callable[[], Any], loss_fn: Callable[..., Any] | None,
@@ -46,7 +46,7 @@ def check_user_code(*, agent_factory: Callable[[], Any], loss_fn: Callable[..., 
     if missing:
         raise ValueError(f"{bad_agent}: the factory returned a {type(agent).__name__}, not an Agent "
                          f"(it has no {', '.join(missing)}); expected {CODE_SPEC_FORMS['agent']} "
-                         "returning an impala_rep.Agent (docs/api.md, Agent)")
+                         "returning an impala_rep.Agent (docs/guide/custom-agents.md)")
     batch = _synthetic_batch(observation_shape, observation_dtype, num_actions)
     try:
         agent.build(tuple(observation_shape))
@@ -61,7 +61,7 @@ def check_user_code(*, agent_factory: Callable[[], Any], loss_fn: Callable[..., 
     except Exception as err:  # noqa: BLE001 - the user's code, failing in any way
         if loss_fn is None:  # the IMPALA loss is known to work: the agent's outputs do not fit
             raise ValueError(f"{bad_agent}: the IMPALA loss failed on its outputs: {one_line(err)} "
-                             "(docs/api.md, Agent: outputs' shapes)") from None
+                             "(docs/guide/custom-agents.md: the outputs' shapes)") from None
         raise ValueError(f"{bad_loss}: applied once to a synthetic batch it raised {one_line(err)}; "
                          f"{_LOSS_CONTRACT}") from None
 

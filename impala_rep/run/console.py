@@ -12,7 +12,8 @@ never at package import (a library user's process is theirs):
   its start-up notes are written before its logging is configured, so no log
   level reaches them. Only in a process that uses TensorFlow: a driver whose
   actors and learner run under Ray imports none (it writes TensorBoard events
-  with TensorBoard's own writer), which saves its start-up ~3.5 s of CPU.
+  with TensorBoard's own writer), which saves its start-up the seconds of CPU that
+  importing TensorFlow costs.
 - Ray: worker output stays in Ray's own log files (`log_to_driver=False`,
   /tmp/ray/session_latest/logs/ on each node) and the driver logs only errors.
   Workers' failures reach the console as the run's own lines (an actor's cause,

@@ -19,9 +19,10 @@ __all__ = ["check_reachable", "check_resources", "CONNECT_TIMEOUT_S", "ACTOR_STA
 
 CONNECT_TIMEOUT_S = 10.0
 # Seconds Ray gets to place every actor on a cluster and run its constructor (import
-# TensorFlow, build the env and the agent, fetch the weights): 30+ s for one actor on a
-# loaded 2-core machine, and the actors of a node start together on its cores. An actor
-# still unplaced after this waits for CPUs the cluster has given to other work.
+# TensorFlow, build the env and the agent, fetch the weights): tens of seconds for one
+# actor on a loaded machine with few cores, and the actors of a node start together on its
+# cores. An actor still unplaced after this waits for CPUs the cluster has given to other
+# work.
 ACTOR_START_TIMEOUT_S = 600.0
 
 _RAY_CLIENT_PORT = 10001  # Ray Client's default (`ray://HOST` without a port)

@@ -38,16 +38,16 @@ __all__ = ["MemoryEstimate", "estimate_memory", "available_memory", "check_memor
 
 GiB = 2**30
 
-# Memory of one TensorFlow process that is its own, not shared with the others: measured
-# (/proc/self/smaps_rollup, Private_Dirty) with Python 3.11, TensorFlow 2.21, Ray 2.60 at
-# 240 MiB after `import tensorflow`, 253 MiB after `import ray, tensorflow`, 255 MiB for a
-# CartPole actor and 273 MiB for a Pong actor after two unrolls. Its RSS is ~0.7 GiB, but
-# ~0.45 GiB of that is TensorFlow's shared libraries, mapped once for all processes, so it
-# is not counted per process. Ray's own processes (raylet, GCS) are not counted either.
+# Memory of one TensorFlow process that is its own, not shared with the others
+# (/proc/self/smaps_rollup, Private_Dirty): about what an imported TensorFlow with Ray, a
+# CartPole actor and a Pong actor hold, the last a little more, so the estimate errs on the
+# side of running. Most of a process's RSS is TensorFlow's shared libraries, mapped once for
+# all processes, so they are not counted per process; Ray's own processes (raylet, GCS) are
+# not counted either (docs/notebook.md, "Where the CPU goes").
 PROCESS_BYTES = GiB // 4
 # What XLA adds to a learner that compiles its step with it (`--learner-xla`), measured the same
-# way on the CPU (Private_Dirty after three 8-pass steps of CartPole's MLP, 2026-11-27): 473 MiB
-# against 292 without. A larger network under XLA was not measured; it would add more, not less.
+# way for CartPole's MLP on the CPU (same entry); a larger network under XLA would add more,
+# not less.
 XLA_LEARNER_BYTES = 180 * 2**20
 
 # Per time step of one env column, besides the observation (impala_rep/unroll.py):

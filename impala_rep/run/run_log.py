@@ -45,7 +45,7 @@ class RunLog:
         self._events = None  # events.jsonl, opened at the first event
         # TensorBoard's own record writer and protos on a local file, not tf.summary (nor
         # TensorBoard's EventFileWriter, which imports TensorFlow for its file system): the
-        # driver then imports no TensorFlow, ~3.5 s of its start-up. A new file per
+        # driver then imports no TensorFlow, seconds of its start-up. A new file per
         # process, as TensorBoard names them ("tfevents" is what it looks for).
         directory = self.logdir / "tensorboard"
         directory.mkdir(exist_ok=True)

@@ -32,8 +32,8 @@ __all__ = ["ActorSupervisor", "ActorFleet", "ActorFailure", "ActorCrashLoop", "a
            "STARTUP_LIMIT_S"]
 
 # Seconds an actor may take to start when `timeout_s` is shorter: far above a start-up
-# on a loaded 2-core machine (~5-30 s), short enough that an env whose constructor
-# hangs is still noticed.
+# on a loaded machine with few cores (tens of seconds), short enough that an env whose
+# constructor hangs is still noticed.
 STARTUP_LIMIT_S = 300.0
 
 
