@@ -28,7 +28,7 @@ from impala_rep.value_checks import (SEED_RANGE, STICKY_ACTIONS_RANGE, is_int, i
 
 __all__ = ["TrainConfig", "EnvConfig", "AgentConfig", "ActorConfig", "LearnerConfig", "LossConfig",
            "OptimizerConfig", "RunConfig", "NETWORKS", "REWARD_CLIPPING", "LAUNCHERS", "OPTIMIZERS",
-           "ConfigField", "config_fields"]
+           "ConfigField", "config_fields", "field_for"]
 
 NETWORKS = ("auto", "mlp", "shallow", "deep", "minatar")
 REWARD_CLIPPING = ("abs_one", "none")
@@ -81,7 +81,7 @@ class AgentConfig:
     factory: str | None = _field(
         None, "your own agent: FACTORY(observation_shape=..., num_actions=...) returns a new Agent; "
               "MODULE is a module name (the current directory is searched) or a path/to/file.py. "
-              "Replaces --network/--use-lstm/--hidden-sizes (see docs/custom_agent.md). "
+              "Replaces --network/--use-lstm/--hidden-sizes (docs/guide/custom-agents.md). "
               "It runs your code", flag="--agent", metavar="MODULE:FACTORY")
 
     def __post_init__(self):
@@ -101,13 +101,13 @@ class ActorConfig:
     """The actor processes: how many, how many envs each, how long an unroll is."""
 
     num_actors: int = _field(2, "actor processes (or threads, with --launcher local)")
-    # Many envs per policy call: one call costs ~0.5 ms whatever the batch.
+    # Many envs per policy call: a call costs about the same whatever its batch.
     envs_per_actor: int = _field(64, "environments each actor steps together")
     unroll_length: int = _field(20, "T, steps per unroll")
     max_actor_failures: int = _field(10, "actor failures (each replaced) tolerated within 10 "
                                          "minutes before the run stops")
-    # Far above an unroll (milliseconds to a second); start-up (a process, envs, TF's import
-    # for agents without a twin: ~5-30 s on a loaded 2-core machine) has its own limit.
+    # Far above an unroll (milliseconds to a second); start-up (a process, envs, TensorFlow's
+    # import for agents without a twin) has its own, longer limit.
     actor_timeout_s: float = _field(
         120.0, "an actor that sends no unroll for this long once started (waiting on the "
                "learner's full queue is not silence; start-up may take 300 s, or this if longer) "
@@ -126,10 +126,10 @@ class LearnerConfig:
     devices: str = _field("cpu", "Replicator device spec per learner host, e.g. cpu:2, gpu or "
                                  "tpu:NAME", flag="--learner-devices")
     hosts: int = _field(1, "learner processes forming one MultiWorkerMirroredStrategy group, each "
-                           "fed by its round-robin share of the actors (docs/cluster.md)",
+                           "fed by its round-robin share of the actors (docs/guide/scaling.md)",
                         flag="--learner-hosts")
     batch_size: int = _field(32, "B, unrolls (env columns) per learner step")
-    # 8: measured on 3 tasks (docs/learning.md); V-trace corrects the drift.
+    # 8 (docs/notebook.md, "How the defaults were chosen"); V-trace corrects the drift.
     passes: int = _field(8, "learner updates on each batch (sample reuse); the learning-rate "
                             "schedule counts every update")
     target_kl: float | None = _field(None, "stop a batch's passes after the first whose kl metric (actors' "
@@ -141,15 +141,11 @@ class LearnerConfig:
     checkpoint_every_s: float = _field(
         600.0, "seconds between checkpoints in LOGDIR/checkpoints; one is also written at the end "
                "and on Ctrl-C/SIGTERM", flag="--checkpoint-every", metavar="SECONDS")
-    # Auto from measurements (README, "Where the CPU goes"): XLA made the MLP's step 17-29% cheaper
-    # on one CPU and the CNNs' slower (several devices it cannot place); AutoGraph's conversion
-    # took ~6 of the ~16 s of the MLP learner's first update.
+    # None is auto: impala_rep.auto_settings decides it (and says how in the help).
     xla: bool | None = _field(None, "compile the learner's step with XLA; one device on one host "
-                                    "only; none (auto): on for the built-in MLP and loss (no "
-                                    "--agent, --loss) on one CPU of one host", flag="--learner-xla")
+                                    "only", flag="--learner-xla")
     autograph: bool | None = _field(None, "convert the learner's step with AutoGraph (Python control "
-                                          "flow on tensors); none (auto): off for the built-in MLP "
-                                          "and loss", flag="--learner-autograph")
+                                          "flow on tensors)", flag="--learner-autograph")
 
     def __post_init__(self):
         _positive_ints(self, "hosts", "batch_size", "passes", "queue_capacity")
@@ -197,26 +193,22 @@ class LossConfig:
     surrogate_clip: float | None = _field(
         0.2, "none: IMPALA's policy gradient; a number epsilon: APPO's clipped surrogate "
               "min(rA, clip(r, 1-epsilon, 1+epsilon)A) on V-trace advantages, r = pi/mu")
-    # Auto from 2026-11-28's runs (docs/learning.md, "A KL term"): steadier CartPole, Breakout lower.
+    # kl_cost, normalize_advantages and rnd_cost: None is auto, decided (and described in the
+    # help) by impala_rep.auto_settings.
     kl_cost: float | None = _field(
-        None, "weight of KL(behaviour policy || learner policy) in the loss; none (auto): 0.3 "
-              "for vector observations, 0 for images", metavar="C")
-    # Auto since 2026-11-26 (docs/learning.md, "Advantage normalisation"): every vector task learned
-    # as fast or faster (some seeds only with it); MinAtar Breakout reached 10 sooner, ended lower.
+        None, "weight of KL(behaviour policy || learner policy) in the loss", metavar="C")
     normalize_advantages: bool | None = _field(
         None, "standardise the policy term's advantages over each batch (PPO's), so its "
-              "size does not depend on the rewards' scale; none (auto): on for vector "
-              "observations, off for images")
-    # Without it Acrobot's policy went deterministic in 10k frames (docs/learning.md).
+              "size does not depend on the rewards' scale")
+    # Without it Acrobot's policy went deterministic within its first few thousand frames
+    # (docs/notebook.md, "How the defaults were chosen").
     normalize_rewards: bool = _field(
         True, "divide rewards by the running standard deviation of the discounted return, "
               "measured by the actors (before any clipping)")
-    # Auto since 2026-11-27 (docs/learning.md, "Exploration by default"): MountainCar learned
-    # only with it; gated to constant step costs (a bonus on every batch held CartPole below 475).
     rnd_cost: float | None = _field(
         None, "weight of random network distillation's novelty bonus, added to the (scaled) "
-              "rewards: exploration for tasks whose reward random play never finds; 0: off; "
-              "none (auto): 10 for vector observations, off for images", metavar="C")
+              "rewards: exploration for tasks whose reward random play never finds; 0: off",
+        metavar="C")
     rnd_step_costs_only: bool = _field(
         True, "apply the novelty bonus only to batches whose rewards (episode ends aside) are one constant "
               "cost per step, as MountainCar's and Acrobot's -1; others train without it or its networks")
@@ -307,7 +299,7 @@ def config_fields() -> Iterator[ConfigField]:
             yield ConfigField(key=_key_of(field), group=group, name=field.name, field=field)
 
 
-def _field_for(key: str) -> ConfigField:
+def field_for(key: str) -> ConfigField:
     field = next((f for f in config_fields() if f.key == key), None)
     if field is None:
         raise ValueError(f"unknown config field {key!r}")
@@ -346,14 +338,14 @@ class TrainConfig:
 
     # --- keys: the flat names flags, presets and resume use -------------------------
     def get(self, key: str) -> Any:
-        field = _field_for(key)
+        field = field_for(key)
         return getattr(getattr(self, field.group), field.name)
 
     def replace(self, changes: Mapping[str, Any]) -> "TrainConfig":
         """A copy with `changes` ({key: value}) applied; each changed group is validated again."""
         per_group: dict[str, dict[str, Any]] = {}
         for key, value in changes.items():
-            field = _field_for(key)
+            field = field_for(key)
             per_group.setdefault(field.group, {})[field.name] = value
         groups = {group: dataclasses.replace(getattr(self, group), **values)
                   for group, values in per_group.items()}

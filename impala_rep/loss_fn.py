@@ -64,10 +64,19 @@ from impala_rep.transitions import vtrace_inputs
 __all__ = ["LossFn", "LossOutput", "impala_loss_fn", "apply_loss", "check_loss_output",
            "LEARNER_METRICS"]
 
-# What the learner adds to every step's metrics; a loss metric of the same name would be
-# overwritten (or, for "finite", taken for the learner's own check).
-LEARNER_METRICS = ("grad_norm", "learning_rate", "finite", "passes", "learner_steps",
-                   "policy_lag_mean", "policy_lag_max")
+# What the learner adds to every step's metrics, and what each means; a loss metric of the
+# same name would be overwritten (or, for "finite", taken for the learner's own check).
+LEARNER_METRICS = {
+    "grad_norm": "global norm of the update's gradient, before clipping",
+    "learning_rate": "the learning rate the update used (it decays linearly to 0 over the run)",
+    "finite": "whether the update's loss and gradient were finite (a non-finite one stops the "
+              "run; not written to metrics.jsonl)",
+    "passes": "updates the last batch got (fewer than --passes when --target-kl stopped them)",
+    "learner_steps": "learner updates so far, every pass counted",
+    "policy_lag_mean": "mean learner updates between the weights that acted a batch's steps and "
+                       "the weights its first pass trained",
+    "policy_lag_max": "the largest such lag in the last batch",
+}
 
 _NO_METRICS: Mapping[str, tf.Tensor] = types.MappingProxyType({})
 

@@ -22,6 +22,25 @@ from impala_rep import vtrace
 from impala_rep.conversion import cast_to, float_tensor
 from impala_rep.shapes import assert_shape
 
+# The metrics `impala_loss` reports (metrics.jsonl, TensorBoard), and what each means.
+METRICS = {
+    "loss": "the total loss, summed over the batch's steps",
+    "pg_loss": "the policy term (IMPALA's policy gradient or the clipped surrogate)",
+    "baseline_loss": "the value term, before its weight (--baseline-cost)",
+    "entropy_loss": "minus the policy's entropy summed over the batch, before its weight",
+    "entropy": "the policy's mean entropy per step",
+    "vtrace_rho_clipped_fraction": "steps whose importance weight rho is over --clip-rho-threshold",
+    "rho_mean": "mean importance weight pi/mu of the batch's actions",
+    "advantage_mean": "mean V-trace advantage, before any normalisation",
+    "value_mean": "mean value the value head predicts",
+    "kl": "mean KL(actors' policy || learner's policy) per step: how far the learner has moved",
+    "value_explained_variance": "how much of the V-trace targets' variance the value head explains",
+    "vtrace_target_mean": "mean V-trace value target",
+    "vtrace_target_square_mean": "mean square of the V-trace value targets",
+    "surrogate_clipped_fraction": "steps whose ratio pi/mu is outside [1 - eps, 1 + eps] "
+                                  "(with --surrogate-clip)",
+}
+
 __all__ = [
     "policy_gradient_loss",
     "clipped_surrogate_loss",

@@ -39,7 +39,13 @@ from impala_rep.losses import batch_mean
 from impala_rep.shapes import assert_shape
 
 __all__ = ["PopArtAgent", "popart_loss_fn", "updated_moments", "scale_of", "preserved_head",
-           "SCALE_BOUNDS"]
+           "SCALE_BOUNDS", "METRICS"]
+
+# The metrics `popart_loss_fn` adds to its base loss's, and what each means.
+METRICS = {
+    "popart_mean": "PopArt's running mean of the V-trace targets",
+    "popart_scale": "PopArt's running standard deviation of the V-trace targets",
+}
 
 # The standard deviation's bounds: never 0 (a constant target), never beyond float32's comfort.
 SCALE_BOUNDS = (1e-4, 1e6)

@@ -14,7 +14,8 @@ __all__ = ["PRESETS", "env_family_defaults", "preset_keys"]
 # Named settings selected with `--preset`, as {key: value} on top of the defaults;
 # flags given explicitly still win.
 PRESETS: dict[str, dict[str, Any]] = {
-    # The defaults: CartPole-v1 to 475 within 1M frames on 2 cores.
+    # The defaults, which are CartPole-v1's (docs/notebook.md, "How the defaults were
+    # chosen"): it changes nothing.
     "cartpole": {},
     # The IMPALA paper's Atari settings (Espeholt et al. 2018, appendix): unroll 20,
     # batch 32, discount 0.99, baseline cost 0.5, entropy 0.01, RMSProp
@@ -25,13 +26,15 @@ PRESETS: dict[str, dict[str, Any]] = {
         "entropy_cost": 0.01, "rmsprop_epsilon": 0.01, "rmsprop_decay": 0.99, "learning_rate": 6e-4,
         "max_grad_norm": 40.0, "reward_clipping": "abs_one", "network": "shallow",
         "envs_per_actor": 16, "total_frames": 50_000_000,
-        # The paper's learner: one update per batch, its policy gradient, clipped rewards only.
+        # The paper's learner: one update per batch, its policy gradient, clipped rewards only
+        # (no KL term, no novelty bonus, on any observations).
         "passes": 1, "surrogate_clip": None, "kl_cost": 0.0, "normalize_rewards": False,
-        "normalize_advantages": False,
+        "normalize_advantages": False, "rnd_cost": 0.0,
     },
 }
-# The paper's settings with two changes that make Pong learn within 20M frames on a
-# 2-core machine (README, "Pong"; measured there, the paper's exact settings did not):
+# The paper's settings with two changes with which Pong learned within 20M frames on two
+# CPU cores where the paper's exact settings did not move (docs/notebook.md, "Pong"; it
+# improved, it did not reach +18):
 #  - batch 8 instead of 32: 4x more updates per frame. Learning Atari from few
 #    frames is bound by the number of updates (A2C and PPO do ~30k updates by Pong's
 #    10M frames; batch 32 gives 7.8k in 20M), and on few cores the learner costs
@@ -41,7 +44,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 #    sqrt(2) of sqrt(v) + e): with eps 0.01 inside, the denominator is at least 0.1,
 #    far above these clipped gradients' RMS (~0.05 per weight), so small gradients
 #    (the policy head's, next to the value's) move their weights 2-10x less. One run
-#    with batch 8 and eps 0.01 learned about as well (README), so this change may not
+#    with batch 8 and eps 0.01 learned about as well (same entry), so this change may not
 #    be needed; it stays until more seeds separate the two.
 PRESETS["atari"] = {**PRESETS["atari-paper"], "batch_size": 8, "rmsprop_epsilon": 1e-4}
 

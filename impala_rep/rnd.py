@@ -25,8 +25,8 @@ survival reward, rewards that vary) a bonus on every batch competed with the tas
 
 The episodic, single-value-head simplification of RND: the paper keeps a second value
 head for non-episodic intrinsic returns and divides the bonus by a running standard
-deviation of them; an earlier version here that standardised the bonus never let it fade,
-and MountainCar stalled at -113 to -124 (docs/learning.md, "Exploration").
+deviation of them. Not standardised here: a standardised bonus never fades, and with it
+MountainCar stalled at about -120 (docs/notebook.md, "Exploration: random network distillation").
 """
 
 from __future__ import annotations
@@ -42,7 +42,16 @@ from impala_rep.losses import batch_mean
 from impala_rep.observation_scaling import observation_scaling
 from impala_rep.shapes import assert_shape
 
-__all__ = ["RNDAgent", "novelty_bonus", "rnd_loss_fn", "step_cost_batch", "FEATURES", "HIDDEN"]
+__all__ = ["RNDAgent", "novelty_bonus", "rnd_loss_fn", "step_cost_batch", "FEATURES", "HIDDEN",
+           "METRICS"]
+
+# The metrics `rnd_loss_fn` adds to its base loss's, and what each means.
+METRICS = {
+    "rnd_loss": "the predictor's loss (summed), trained beside the agent",
+    "rnd_novelty": "the predictor's mean error: how novel the batch's observations are",
+    "rnd_bonus_rms": "root mean square of the weighted bonus added to the rewards (0 where off)",
+    "rnd_on": "1 where the bonus applied to the batch, 0 where it did not (--rnd-step-costs-only)",
+}
 
 FEATURES = 32   # the target's output width
 HIDDEN = 64     # both networks' two hidden layers

@@ -69,8 +69,8 @@ class Replicator:
       jit_compile: compile each step with XLA (`tf.function(jit_compile=True)`).
         One local replica only: XLA could not place a step over several logical
         CPU devices (their mirrored variables live on other devices). On one CPU
-        it made the MLP's learner step 17-29% cheaper and the CNNs' slower
-        (README, "Where the CPU goes").
+        it makes the MLP's learner step cheaper and the CNNs' dearer
+        (docs/notebook.md, "Where the CPU goes").
     """
 
     def __init__(self, devices: str = "auto", *, strategy: tf.distribute.Strategy | None = None,
@@ -163,7 +163,9 @@ class Replicator:
         several steps on one batch (sample reuse), with no host round trip between them.
 
         Args:
-          step_fn, inputs, batch_axis: as for `run`.
+          step_fn: as for `run`.
+          inputs: as for `run`.
+          batch_axis: as for `run`.
           times: the most steps to run (an int >= 1).
           until: traced with replica 0's result of a step, returns a boolean scalar
             tensor; the loop ends after the first step for which it is True. It must be
@@ -261,7 +263,8 @@ def _replicated_step(strategy: tf.distribute.Strategy, shards: int, step_fn: Cal
     `step_fn` as `tf.function` would (and this small closure with it).
 
     The Replicator's other functions are traced without AutoGraph (`TracedCalls`): its
-    conversion of them cost ~1.5 s of the CartPole learner's first step here."""
+    conversion of them would add seconds to every learner's first step (docs/notebook.md,
+    "Where the CPU goes")."""
 
     def step():
         return _per_replica_list(strategy, strategy.run(step_fn, args=(per_replica,)), shards)

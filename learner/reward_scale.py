@@ -24,7 +24,10 @@ from gymnasium.wrappers.utils import RunningMeanStd, update_mean_var_count_from_
 
 from impala_rep.unroll import EpisodeStats, Unroll
 
-__all__ = ["RewardScale"]
+__all__ = ["RewardScale", "METRICS"]
+
+# The metric the learner reports with reward scaling on (--normalize-rewards).
+METRICS = {"reward_scale": "the standard deviation the last batch's rewards were divided by"}
 
 _EPSILON = 1e-8  # VecNormalize's, inside the square root
 

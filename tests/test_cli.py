@@ -116,8 +116,9 @@ def test_atari_presets_select_the_paper_settings_and_flags_override():
             paper.optimizer.max_grad_norm) == (0.5, 0.01, 0.01, 40.0)
     assert (paper.optimizer.rmsprop_decay, paper.agent.network, paper.loss.reward_clipping) == (
         0.99, "shallow", "abs_one")
-    # The paper's learner, whatever the defaults add (the KL term among them since 2026-11-28).
-    assert (paper.learner.passes, paper.loss.surrogate_clip, paper.loss.kl_cost) == (1, None, 0.0)
+    # The paper's learner, whatever the defaults add (the KL term among them).
+    assert (paper.learner.passes, paper.loss.surrogate_clip, paper.loss.kl_cost,
+            paper.loss.rnd_cost) == (1, None, 0.0, 0.0)
     # `atari` differs from the paper in exactly the two settings presets.py explains.
     atari = config_from_args(parse_args(["train", "--env", "ALE/Pong-v5", "--preset", "atari"]))
     differ = {f.key for f in config_fields() if paper.get(f.key) != atari.get(f.key)}
@@ -384,7 +385,7 @@ def test_the_kl_term_is_on_for_vector_observations_and_off_for_images_unless_tol
 
 def test_a_resumed_run_keeps_the_automatic_settings_it_trained_with(tmp_path):
     """Auto (None) in the config given to `train(config, resume=True)` is the run's own
-    value, not what auto chooses today; a config.json from before a setting holds what runs
+    value, not what auto would choose now; a config.json from before a setting holds what runs
     did without it."""
     import json
 
@@ -402,7 +403,7 @@ def test_a_resumed_run_keeps_the_automatic_settings_it_trained_with(tmp_path):
     assert resumed(_fake_run(tmp_path / "b", normalize_advantages=True, rnd_cost=0.0, kl_cost=0.7)) == (
         True, 0.0, 0.7)
     # A config.json from before the settings, or with nulls: what runs without them did
-    # (config_json.BEFORE_THE_FIELD), never today's auto.
+    # (config_json.BEFORE_THE_FIELD), never what auto would choose now.
     for name, edit in (("old", dict.pop), ("null", lambda loss, key: loss.update({key: None}))):
         old = _fake_run(tmp_path / name)
         data = json.loads((old / "config.json").read_text())

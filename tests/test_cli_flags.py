@@ -1,6 +1,6 @@
 """`impala-rep train`'s flags are the config's fields: one flag per field, its default and
 range as the dataclass has them, `none` where a field is optional, one-line refusals naming
-the key, and the README's flag table listing them all."""
+the key, and the generated flag reference listing them all."""
 
 import pytest
 from in_process_cli import refused_in_process
@@ -178,13 +178,13 @@ def test_config_misuse_is_one_line_naming_the_key(argv, message, capsys):
     assert last.startswith("impala-rep") and message in last, last
 
 
-def test_readme_flag_table_lists_every_train_flag():
+def test_the_flag_reference_lists_every_train_flag():
     import pathlib
     import re
 
     from impala_rep.config import config_fields
 
-    readme = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
-    table = "\n".join(line for line in readme.splitlines() if line.startswith("| `--"))
-    listed = set(re.findall(r"`(--[a-z-]+)", table))
+    reference = (pathlib.Path(__file__).parent.parent / "docs" / "reference" / "cli.md").read_text()
+    table = "\n".join(line for line in reference.splitlines() if line.startswith("| `--"))
+    listed = set(re.findall(r"^\| `(--[a-z-]+)`", table, re.M))
     assert {f.flag for f in config_fields()} | {"--preset", "--resume"} <= listed

@@ -4,6 +4,7 @@ manual update, a refused update, and the option through the train command."""
 
 import functools
 import json
+import pathlib
 import subprocess
 import sys
 
@@ -219,6 +220,11 @@ def test_popart_with_the_novelty_bonus_trains_resumes_and_evaluates_through_the_
     # MountainCar's -1 a step: the statistics have left their start (0, 1), and RND ran.
     assert last["popart_mean"] < -0.01 and last["popart_scale"] != 1.0, last
     assert last["rnd_on"] > 0
+    # Every key the run reported (PopArt's, RND's, reward scaling's, the loss's, the run's) is
+    # in the generated metrics reference.
+    reference = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "reference" / "metrics.md")
+    undocumented = {k for r in first for k in r if f"| `{k}` |" not in reference.read_text()}
+    assert not undocumented, f"docs/reference/metrics.md does not document {sorted(undocumented)}"
     proc = _cli("train", "--resume", str(run), "--total-frames", "9600")
     assert proc.returncode == 0, proc.stderr[-2000:]
     resumed = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()[len(first):]]

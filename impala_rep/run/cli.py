@@ -11,10 +11,11 @@ import argparse
 import sys
 
 # TensorFlow-, gymnasium- and Ray-free: `--help` and misuse stay fast.
-from impala_rep.config import TrainConfig
+from impala_rep.config import TrainConfig, field_for
 from impala_rep.devices import parse_devices
 from impala_rep.presets import PRESETS, preset_keys
 from impala_rep.run.evaluation import POLICIES
+from impala_rep.run.errors import EXIT_BAD_INPUT, EXIT_DONE, EXIT_FAILED
 from impala_rep.run.flags import add_config_flags, config_values, positive_int, seed_int
 
 # Tolerance for the demo's replicated-vs-single-device check: float32 sums in a
@@ -32,17 +33,21 @@ def _device_spec(text: str) -> str:
 
 def _add_train_arguments(train: argparse.ArgumentParser, preset: str | None, env: str | None, *,
                          explicit_only: bool = False) -> None:
+    from impala_rep.run.resume import LOCKED_KEYS
+
     # SUPPRESS as a default is argparse's documented way to leave an absent flag out.
     absent = argparse.SUPPRESS if explicit_only else None
-    train.add_argument("--preset", choices=sorted(PRESETS), default=absent,
+    start = train.add_argument_group("presets and resume")
+    start.add_argument("--preset", choices=sorted(PRESETS), default=absent,
                        help="named settings: 'cartpole' is the defaults, which are CartPole's (it "
-                            "changes nothing); 'atari-paper' is the IMPALA paper's Atari hyperparameters; "
-                            "'atari' is the same with batch 8 and RMSProp eps 1e-4, which learn Pong "
-                            "within 20M frames on 2 cores; flags given explicitly still win")
-    train.add_argument("--resume", metavar="LOGDIR", default=absent,
+                            "changes nothing); 'atari-paper' is the IMPALA paper's Atari "
+                            "hyperparameters and learner; 'atari' is the same with batch 8 and "
+                            "RMSProp eps 1e-4; flags given explicitly still win")
+    locked = ", ".join(field_for(key).flag for key in LOCKED_KEYS)
+    start.add_argument("--resume", metavar="LOGDIR", default=absent,
                        help="continue the run in LOGDIR from its newest checkpoint, with its saved "
-                            "settings; flags given as well change them (not --env or the agent's: "
-                            "--network, --use-lstm, --hidden-sizes, --agent)")
+                            f"settings; flags given as well change them, except {locked} "
+                            "(--rnd-cost may change its weight, not turn the bonus on or off)")
     # One flag per config field; the env family's defaults and the preset are data on top
     # of the dataclasses' defaults.
     add_config_flags(train, TrainConfig.from_keys(preset_keys(preset, env)),
@@ -160,8 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         if result.max_weight_difference > _DEMO_TOLERANCE:
             print(f"impala-rep: error: replicated and single-device weights differ by "
                   f"{result.max_weight_difference:.2e} (> {_DEMO_TOLERANCE})", file=sys.stderr)
-            return 1
-        return 0
+            return EXIT_FAILED
+        return EXIT_DONE
     if args.command == "train":
         try:
             if args.resume is not None:
@@ -183,10 +188,10 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(str(err))
         except TrainingFailed as err:
             print(f"impala-rep: error: {err}", file=sys.stderr)
-            return 1
+            return EXIT_FAILED
         except TrainingInterrupted as stop:
             return exit_code(stop.signum)
-        return 0
+        return EXIT_DONE
     if args.command == "plot":
         from impala_rep.run.plotting import plot_run
 
@@ -196,11 +201,11 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(str(err))
         for path in paths:
             print(path)
-        return 0
+        return EXIT_DONE
     if args.command == "evaluate":
         return _evaluate(parser, args)
     parser.error(f"unknown command {args.command!r}")  # unreachable: argparse checks choices
-    return 2
+    return EXIT_BAD_INPUT
 
 
 def _evaluate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -230,11 +235,11 @@ def _evaluate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error(str(err))
     except (FileNotFoundError, EvaluationIncomplete) as err:
         print(f"impala-rep: error: {err}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     print(result.summary())
     if args.json is not None:
         pathlib.Path(args.json).write_text(json.dumps(result.to_json(), indent=2) + "\n")
-    return 0
+    return EXIT_DONE
 
 
 if __name__ == "__main__":

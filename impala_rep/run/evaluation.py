@@ -80,8 +80,9 @@ def evaluate_run(logdir: str, *, episodes: int = 100, num_envs: int | None = Non
     """Plays the newest readable checkpoint of the run in `logdir` for `episodes` episodes.
 
     Args:
-      episodes, num_envs: episodes in all, and envs playing them (sub-env i plays
-        `(episodes + i) // num_envs`); num_envs <= episodes; None: up to 10.
+      episodes: episodes in all.
+      num_envs: envs playing them (sub-env i plays `(episodes + i) // num_envs`);
+        at most `episodes`; None: up to 10.
       policy: "greedy" (the most probable action) or "sample" (as the actors act).
       seed: seeds the envs as training seeds an actor's (`make_vector_env`: sub-env i
         with seed + i; CartPole-v1 all from one generator) and, with "sample", the actions.

@@ -4,7 +4,9 @@ One flag per field: its name, help text, choices and metavar come from the
 field's metadata, its parser from the field's type, its default from the
 effective defaults (the dataclasses' own, overlaid by a `--preset`), and its
 `dest` is the field's key, so the parsed namespace feeds
-`TrainConfig.from_keys` as it is.
+`TrainConfig.from_keys` as it is. Flags are grouped by what they configure (the
+config's groups), and a setting left to auto says how it resolves
+(`impala_rep.auto_settings`).
 
 The parsers read the text: `int`, `float`, `str`, `bool` (a switch, `--x` or `--no-x`),
 `tuple[int, ...]` as `64,64`, and `X | None` also as the word `none`. The
@@ -21,13 +23,19 @@ import types
 import typing
 from typing import Any, Callable
 
+from impala_rep.auto_settings import AUTO_RULES
 from impala_rep.config import ConfigField, TrainConfig, config_fields
 from impala_rep.value_checks import SEED_RANGE, STICKY_ACTIONS_RANGE, is_seed, is_sticky_probability
 
 __all__ = ["add_config_flags", "config_values", "format_value", "is_switch", "positive_int",
-           "seed_int", "NONE"]
+           "seed_int", "NONE", "GROUP_TITLES", "group_class", "help_text", "field_type"]
 
 NONE = "none"  # the word an optional field's flag takes for None
+
+# The title of each config group's flags in `train --help` and the reference.
+GROUP_TITLES = {"env": "environment", "agent": "agent", "actors": "actors", "learner": "learner",
+                "loss": "loss", "optimizer": "optimizer", "run": "run"}
+_AUTO = {rule.key: rule for rule in AUTO_RULES}
 
 # Integer fields whose range is not "positive" (every other integer is a count):
 # key -> (what is allowed, check), the config's own statement of it.
@@ -87,13 +95,23 @@ def _parser(key: str, kind: Any, optional: bool) -> Callable[[str], Any]:
 def is_switch(field: ConfigField) -> bool:
     """Whether the field's flag is an on/off switch with a `--no-` form: a bool, or a
     `bool | None` whose None means automatic."""
-    return _type_of(field)[0] is bool
+    return field_type(field)[0] is bool
 
 
-def _type_of(field: ConfigField) -> tuple[Any, bool]:
+def group_class(group: str) -> type:
+    """The config dataclass of a group (`"loss"` -> `LossConfig`)."""
+    return typing.get_type_hints(TrainConfig)[group]
+
+
+def help_text(field: ConfigField) -> str:
+    """The field's help, with how its auto resolves where it has one."""
+    rule = _AUTO.get(field.key)
+    return field.field.metadata["help"] + (f"; {NONE} (auto): {rule.rule}" if rule else "")
+
+
+def field_type(field: ConfigField) -> tuple[Any, bool]:
     """The field's type without `| None`, and whether None is allowed."""
-    group = typing.get_type_hints(TrainConfig)[field.group]
-    kind = typing.get_type_hints(group)[field.name]
+    kind = typing.get_type_hints(group_class(field.group))[field.name]
     if isinstance(kind, types.UnionType):
         args = [a for a in typing.get_args(kind) if a is not type(None)]
         assert len(args) == 1, f"config field {field.key!r}: only `X | None` unions have a flag"
@@ -122,15 +140,20 @@ def add_config_flags(parser: argparse.ArgumentParser, defaults: TrainConfig, *,
     the flags that were given (what `--resume` changes).
     """
     actions = {}
+    groups = {}
     for field in config_fields():
+        if field.group not in groups:
+            doc = (group_class(field.group).__doc__ or "").strip().splitlines()
+            groups[field.group] = parser.add_argument_group(GROUP_TITLES[field.group],
+                                                            doc[0] if doc else None)
         default = defaults.get(field.key)
         meta = field.field.metadata
         # argparse %-formats help text.
-        help_text = f"{meta['help']} (default: {format_value(default)})".replace("%", "%%")
+        text = f"{help_text(field)} (default: {format_value(default)})".replace("%", "%%")
         kwargs: dict[str, Any] = {
-            "dest": field.key, "help": help_text,
+            "dest": field.key, "help": text,
             "default": argparse.SUPPRESS if explicit_only else default}
-        kind, optional = _type_of(field)
+        kind, optional = field_type(field)
         if kind is bool:
             # `--x` and `--no-x`: a preset's True, or a resumed run's, can be switched off.
             kwargs["action"] = argparse.BooleanOptionalAction
@@ -140,7 +163,7 @@ def add_config_flags(parser: argparse.ArgumentParser, defaults: TrainConfig, *,
                 kwargs["choices"] = tuple(meta["choices"]) + ((None,) if optional else ())
             if meta.get("metavar"):
                 kwargs["metavar"] = meta["metavar"]
-        actions[field.key] = parser.add_argument(field.flag, **kwargs)
+        actions[field.key] = groups[field.group].add_argument(field.flag, **kwargs)
     return actions
 
 

@@ -25,7 +25,35 @@ from impala_rep.run.prepare import RunPlan
 from impala_rep.run.run_log import RunLog, write_json_atomically
 from impala_rep.run.supervisor import ActorFailure
 
-__all__ = ["Monitor", "TrainResult"]
+__all__ = ["Monitor", "TrainResult", "RECORD_FIELDS"]
+
+# The fields every metrics.jsonl record has (before the learner's and the loss's metrics,
+# which follow under their own names), and what each means; frames are env frames.
+RECORD_FIELDS = {
+    "frames": "env frames the learner has trained on (Atari: agent steps x 4 frame skip)",
+    "wall_s": "seconds since the run started (a resumed run continues its count)",
+    "env_fps": "env frames/s the actors produced since the previous report",
+    "learner_fps": "env frames/s the learner trained on since the previous report",
+    "episode_return_mean": "mean return of the last 100 episodes, as the actors played them "
+                           "(sampling their actions); null before the first episode ends",
+    "episodes": "episodes ended so far",
+    "policy_lag_mean": "mean learner updates between the weights that acted the last batch "
+                       "and the weights its first pass trained",
+    "policy_lag_max": "the largest such lag in the last batch",
+    "queue_size": "unroll blocks waiting in the learner's queue",
+    "loss": "the last update's total loss",
+    "grad_norm": "the last update's global gradient norm, before clipping",
+    "vtrace_rho_clipped_fraction": "steps of the last batch whose importance weight was clipped",
+    "entropy": "the policy's mean entropy per step in the last batch",
+    "learning_rate": "the learning rate of the last update",
+    "learner_steps": "learner updates so far, every pass counted",
+    "learner_busy_fraction": "fraction of the time since the previous report the learner spent "
+                             "in its step",
+    "frames_produced": "env frames the actors have sent",
+    "frames_queued": "env frames sent but not trained on yet (frames_produced = frames + "
+                     "frames_queued)",
+    "actor_restarts": "actors replaced after a failure or a hang",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,6 +322,7 @@ def _record(report: LearnerReport, last: dict[str, float], *, now: float, wall_s
         "frames_queued": skip * report.frames_queued,
         "actor_restarts": actor_restarts,
     }
+    assert list(record) == list(RECORD_FIELDS), "RECORD_FIELDS documents every record field"
     # Every other metric of the learner step too: the loss's components and whatever a
     # custom loss reports (e.g. an extra penalty term), under the loss's own names.
     record.update({k: v for k, v in metrics.items() if k not in record})

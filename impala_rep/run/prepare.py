@@ -18,8 +18,8 @@ import pathlib
 from typing import Any, Callable
 
 from impala_rep.agent_factory import acting_agent
+from impala_rep.auto_settings import AUTO_KL_COST, AUTO_RND_COST, resolve_auto_settings
 from impala_rep.config import AgentConfig, TrainConfig
-from impala_rep.devices import DeviceSpec, parse_devices
 from impala_rep.run.errors import SetupError
 
 __all__ = ["RunPlan", "prepare", "check_logdir", "default_agent_factory", "agent_factory_for",
@@ -162,54 +162,6 @@ def _declared_bounds_normalization(env_spec) -> Any:
     if env_spec.observation_bounds is None:
         return None
     return bounds_normalization(*env_spec.observation_bounds)
-
-
-# The novelty bonus's weight on vector observations when `rnd_cost` is auto. At 10 and at 100
-# MountainCar reached -110 on three seeds of three; at 100 Acrobot's bonus never faded (twice
-# its scaled reward per step to the end) and it ended 10-17 lower on two seeds of three, at 10 it
-# matched the runs without the bonus (docs/learning.md, "Exploration by default", "The weight").
-AUTO_RND_COST = 10.0
-
-# The KL term's weight on vector observations when `kl_cost` is auto. On CartPole (6 seeds) it
-# held back the passes' overshoots that made the return swing once solved, and left Acrobot as it
-# was; at 1 it slowed Acrobot by ~40%. Images keep 0: MinAtar Breakout's one seed ended lower
-# with it (docs/learning.md, "A KL term").
-AUTO_KL_COST = 0.3
-
-
-def resolve_auto_settings(config: TrainConfig, observation_shape, *,
-                          saved: TrainConfig | None = None, users_code: bool = False) -> TrainConfig:
-    """`config` with its automatic settings made concrete for the env's observations, so
-    config.json (and a resumed run) holds what the run did, each measured (README): on vector
-    observations `normalize_advantages` None is on ("Learning per frame"), `rnd_cost` None is
-    `AUTO_RND_COST` ("Exploration by default") and `kl_cost` None is `AUTO_KL_COST` ("A KL
-    term"); on images all three are off. `learner_xla` None is on only where XLA was measured
-    to pay ("Where the CPU goes"): the built-in MLP with the IMPALA loss on one CPU of one
-    learner host (`users_code`: an agent or loss object given through the Python API, which
-    the config does not name). `learner_autograph` None is off for the built-in MLP and loss,
-    which have no Python control flow on tensors, and on for anything else.
-
-    On resume, `saved` is the run's own config, and auto is what the run trained with (its
-    checkpoint holds RND's networks or not), not what auto would choose today; where the
-    saved config has none (a config.json from before the setting existed, or a null in it),
-    what runs without it did (`config_json.BEFORE_THE_FIELD`)."""
-    from impala_rep.config_json import BEFORE_THE_FIELD
-
-    def saved_value(key: str) -> Any:
-        value = saved.get(key)
-        return BEFORE_THE_FIELD[key] if value is None else value
-
-    vectors = len(observation_shape) == 1
-    built_in_mlp = (vectors and not users_code and config.agent.factory is None
-                    and config.agent.network in ("auto", "mlp") and config.loss.function is None)
-    one_cpu = config.learner.hosts == 1 and parse_devices(config.learner.devices) == DeviceSpec("cpu", 1)
-    auto = {"normalize_advantages": vectors, "rnd_cost": AUTO_RND_COST if vectors else 0.0,
-            "kl_cost": AUTO_KL_COST if vectors else 0.0, "learner_xla": built_in_mlp and one_cpu,
-            "learner_autograph": not built_in_mlp}
-    # learner_xla changes nothing in the checkpoint: auto is decided for this command's layout.
-    changes = {key: value if saved is None or key == "learner_xla" else saved_value(key)
-               for key, value in auto.items() if config.get(key) is None}
-    return config.replace(changes) if changes else config
 
 
 def check_logdir(logdir: str | None) -> None:

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from impala_rep.config import TrainConfig, config_fields
 
-__all__ = ["LOCKED_KEYS", "load_run_config", "resumed_config", "check_resumable"]
+__all__ = ["LOCKED_KEYS", "RESUME_RULES", "load_run_config", "resumed_config", "check_resumable"]
 
 # The env id, every field of the agent group (a field added there is locked too), and reward
 # scaling: its running moments are part of the checkpoint only when it is on, and the
@@ -28,6 +28,14 @@ __all__ = ["LOCKED_KEYS", "load_run_config", "resumed_config", "check_resumable"
 # checkpoint only when it is on; the optimizer, whose slots the checkpoint holds.
 LOCKED_KEYS = (("env",) + tuple(field.key for field in config_fields() if field.group == "agent")
                + ("normalize_rewards", "popart", "optimizer"))
+
+# What `--resume` does with each setting it does not simply take as given: the reference's
+# "on resume" column and `--resume`'s help.
+RESUME_RULES = {
+    **{key: "locked" for key in LOCKED_KEYS},
+    "rnd_cost": "on or off is locked; the weight may change",
+    "learner_xla": "auto is decided again when the learner's devices or hosts change",
+}
 
 # The file CheckpointManager keeps in LOGDIR/checkpoints, naming the newest checkpoint.
 _CHECKPOINT_INDEX = pathlib.Path("checkpoints") / "checkpoint"

@@ -1,0 +1,103 @@
+"""Settings left to `auto` (None in the config), and the one place they are made concrete.
+
+Each `AutoRule` states in words how its setting resolves and decides it from what the
+run is (`RunKind`). `resolve_auto_settings` applies the rules before a run starts, so
+config.json (and a resumed run) holds what the run did; the flags' help and the
+generated reference (docs/reference/cli.md) print the same words. Why each rule is what
+it is: docs/notebook.md, the entry named in the rule's `why`.
+
+A leaf module (numpy-, TensorFlow- and Ray-free), as `impala_rep.config` is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+from impala_rep.config import TrainConfig
+from impala_rep.devices import DeviceSpec, parse_devices
+
+__all__ = ["AutoRule", "RunKind", "AUTO_RULES", "AUTO_KL_COST", "AUTO_RND_COST",
+           "resolve_auto_settings"]
+
+# The novelty bonus's weight on vector observations: MountainCar needs the bonus, and at
+# this weight Acrobot ends where it does without it (docs/notebook.md, "Exploration by
+# default").
+AUTO_RND_COST = 10.0
+
+# The KL term's weight on vector observations: it holds back the passes that overshoot once
+# CartPole is solved without slowing Acrobot (docs/notebook.md, "A KL term").
+AUTO_KL_COST = 0.3
+
+
+@dataclasses.dataclass(frozen=True)
+class RunKind:
+    """What the auto rules decide from."""
+
+    vectors: bool        # the env's observations are vectors (not images)
+    built_in_mlp: bool   # the built-in MLP and IMPALA loss: no user agent or loss, vectors
+    one_cpu: bool        # the learner is one CPU device on one host
+
+
+@dataclasses.dataclass(frozen=True)
+class AutoRule:
+    """How one setting's auto resolves: `rule` in words, `decide` in code."""
+
+    key: str
+    rule: str
+    decide: Callable[[RunKind], Any]
+    why: str                      # the notebook entry that measured it
+    kept_on_resume: bool = True   # False: decided again for the resumed command's layout
+
+
+AUTO_RULES: tuple[AutoRule, ...] = (
+    AutoRule("normalize_advantages", "on for vector observations, off for images",
+             lambda kind: kind.vectors, why="Advantage normalisation"),
+    AutoRule("kl_cost", f"{AUTO_KL_COST:g} for vector observations, 0 for images",
+             lambda kind: AUTO_KL_COST if kind.vectors else 0.0, why="A KL term"),
+    AutoRule("rnd_cost", f"{AUTO_RND_COST:g} for vector observations, 0 (off) for images",
+             lambda kind: AUTO_RND_COST if kind.vectors else 0.0, why="Exploration by default"),
+    # XLA changes nothing in the checkpoint, so a resume onto other devices decides again.
+    AutoRule("learner_xla", "on for the built-in MLP and loss (vector observations, no --agent "
+             "or --loss) on one CPU of one learner host, else off",
+             lambda kind: kind.built_in_mlp and kind.one_cpu, why="Where the CPU goes",
+             kept_on_resume=False),
+    AutoRule("learner_autograph", "off for the built-in MLP and loss (they have no Python "
+             "control flow on tensors), else on",
+             lambda kind: not kind.built_in_mlp, why="Where the CPU goes"),
+)
+
+
+def run_kind(config: TrainConfig, observation_shape, *, users_code: bool = False) -> RunKind:
+    """`users_code`: an agent or loss object given through the Python API, which the config
+    does not name."""
+    vectors = len(observation_shape) == 1
+    return RunKind(
+        vectors=vectors,
+        built_in_mlp=(vectors and not users_code and config.agent.factory is None
+                      and config.agent.network in ("auto", "mlp") and config.loss.function is None),
+        one_cpu=(config.learner.hosts == 1
+                 and parse_devices(config.learner.devices) == DeviceSpec("cpu", 1)))
+
+
+def resolve_auto_settings(config: TrainConfig, observation_shape, *,
+                          saved: TrainConfig | None = None, users_code: bool = False) -> TrainConfig:
+    """`config` with every setting left to auto made concrete by its `AUTO_RULES` entry.
+
+    On resume, `saved` is the run's own config, and a rule `kept_on_resume` takes what the
+    run trained with (its checkpoint holds RND's networks or not), not what the rule would
+    choose now; where the saved config has none (a config.json from before the setting
+    existed, or a null in it), what runs without it did (`config_json.BEFORE_THE_FIELD`)."""
+    from impala_rep.config_json import BEFORE_THE_FIELD
+
+    kind = run_kind(config, observation_shape, users_code=users_code)
+    changes = {}
+    for rule in AUTO_RULES:
+        if config.get(rule.key) is not None:
+            continue
+        if saved is not None and rule.kept_on_resume:
+            value = saved.get(rule.key)
+            changes[rule.key] = BEFORE_THE_FIELD[rule.key] if value is None else value
+        else:
+            changes[rule.key] = rule.decide(kind)
+    return config.replace(changes) if changes else config
