@@ -1,11 +1,13 @@
-# Two entry points, both creating or refreshing .venv first:
-#   make train   the main job (see README)
-#   make test    the whole test suite
+# Entry points, each creating or refreshing .venv first:
+#   make train       the main job (see README)
+#   make test        the whole test suite (what CI runs)
+#   make docs        regenerate the generated pages, then build the site into site/, strictly
+#   make docs-check  fail if a committed generated page differs from what the code generates
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: train test venv clean
+.PHONY: train test docs docs-check venv clean
 
 venv: $(STAMP)
 
@@ -15,10 +17,10 @@ $(STAMP): pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "impala-rep needs Python 3.11, got " + sys.version.split()[0]'
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip "setuptools>=69" wheel
-	$(VENV)/bin/python -m pip install --quiet --editable '.[test,atari,minatar]'
+	$(VENV)/bin/python -m pip install --quiet --editable '.[test,atari,minatar,docs]'
 	@touch $(STAMP)
 
-# A short CartPole run on an embedded local Ray (about a minute on 2 cores),
+# A short CartPole run on an embedded local Ray,
 # then its plots and its final checkpoint played greedily for 100 episodes.
 # Each run gets a new directory under runs/.
 RUN := runs/cartpole-$(shell date +%Y%m%d-%H%M%S)
@@ -28,9 +30,16 @@ train: $(STAMP)
 	$(VENV)/bin/impala-rep evaluate $(RUN)
 
 # Two workers, a test file each at a time: most of the suite's time is subprocesses
-# starting Ray and TensorFlow, which overlap well on 2 cores (~8 min instead of ~14).
+# starting Ray and TensorFlow, which overlap well on 2 cores.
 test: $(STAMP)
 	$(VENV)/bin/pytest -n 2 --dist loadfile
 
+docs: $(STAMP)
+	$(VENV)/bin/python docs/generate.py
+	$(VENV)/bin/mkdocs build --strict --quiet
+
+docs-check: $(STAMP)
+	$(VENV)/bin/python docs/generate.py --check
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build site *.egg-info

@@ -55,6 +55,7 @@ LEARNING_RATE = 5e-3  # RMSProp, as for the built-in CartPole MLP
 L2_COST = 1e-4  # weight decay per environment step (the IMPALA loss sums over T*B steps)
 
 
+# --8<-- [start:agent]
 class BatchNormMLPAgent:
     """A feed-forward agent for vector observations `[D]` with cross-replica batch norm.
 
@@ -151,15 +152,19 @@ class BatchNormMLPAgent:
             raise ValueError(f"expected {len(variables)} weight arrays, got {len(weights)}")
         for variable, value in zip(variables, weights):
             variable.assign(value)
+# --8<-- [end:agent]
 
 
+# --8<-- [start:factory]
 def make_agent(*, observation_shape: Sequence[int], num_actions: int) -> BatchNormMLPAgent:
     """The `--agent` factory: a new, unbuilt agent (called once per learner and actor process)."""
     if len(observation_shape) != 1:
         raise ValueError(f"this example needs vector observations, got shape {tuple(observation_shape)}")
     return BatchNormMLPAgent(num_actions=num_actions)
+# --8<-- [end:factory]
 
 
+# --8<-- [start:loss]
 def l2_regularised_loss(*, agent, config, actions, l2_cost: float = L2_COST, **tensors):
     """The IMPALA loss plus weight decay `l2_cost` per environment step on `decayed_kernels`.
 
@@ -178,6 +183,7 @@ def l2_regularised_loss(*, agent, config, actions, l2_cost: float = L2_COST, **t
     # total; "l2_loss" is in `means` (averaged over replicas): the penalty itself.
     return LossOutput(total, sums={**impala.sums, "loss": tf.stop_gradient(total)},
                       means={**impala.means, "l2_loss": tf.stop_gradient(l2)})
+# --8<-- [end:loss]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             ray_address=args.ray_address))
     except ValueError as err:
         parser.error(str(err))
+    # --8<-- [start:train]
     spec = describe_env(config.env.id)
     # Both are pickled to the learner and actor processes. Defined in this script
     # (__main__), cloudpickle sends them by value: the workers need not import it.
@@ -212,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
                               num_actions=spec.num_actions)
     loss = functools.partial(l2_regularised_loss, l2_cost=args.l2_cost)
     result = train(config, agent=agent, loss=loss)
+    # --8<-- [end:train]
     last = result.records[-1]
     print(f"custom agent: {result.learner_steps} learner steps on {config.learner.devices}, "
           f"final mean return {result.episode_return_mean}, last loss {last['loss']}")

@@ -29,14 +29,17 @@ import numpy as np
 TOLERANCE = 1e-4  # float32 sums in a different order across replicas differ by rounding only
 
 
+# --8<-- [start:input_fn]
 def input_fn(step: int, *, batch_size: int) -> dict[str, np.ndarray]:
     """The host batch for `step`: x `[batch_size, 8]`, y = a fixed non-linear map `[batch_size, 1]`."""
     rng = np.random.default_rng(step)
     x = rng.normal(size=(batch_size, 8)).astype(np.float32)
     y = np.sin(x[:, :4].sum(axis=1, keepdims=True)) + 0.5 * x[:, 4:5] * x[:, 5:6]
     return {"x": x, "y": y.astype(np.float32)}
+# --8<-- [end:input_fn]
 
 
+# --8<-- [start:make_model]
 def make_model(tf, norm_layer):
     return tf.keras.Sequential([
         tf.keras.Input((8,)),
@@ -45,8 +48,10 @@ def make_model(tf, norm_layer):
         tf.keras.layers.Activation("relu"),
         tf.keras.layers.Dense(1),
     ])
+# --8<-- [end:make_model]
 
 
+# --8<-- [start:train_on]
 def train_on(replicator, *, steps: int, batch_size: int, initial_weights=None):
     """Trains a fresh model with `replicator`; returns (losses, final weights, initial weights)."""
     import tensorflow as tf
@@ -76,6 +81,7 @@ def train_on(replicator, *, steps: int, batch_size: int, initial_weights=None):
         per_replica = replicator.run(step_fn, input_fn(step, batch_size=batch_size))
         losses.append(float(per_replica[0]))  # identical on every replica
     return losses, model.get_weights(), initial
+# --8<-- [end:train_on]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,11 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     # The device count is fixed when TensorFlow initialises: ask for the 2 logical CPU
     # devices first. The 1-replica run uses the first of them through an explicit
     # strategy (Replicator(strategy=...) takes any tf.distribute strategy).
+    # --8<-- [start:replicators]
     two = Replicator("cpu:2")
     import tensorflow as tf
 
     one = Replicator(strategy=tf.distribute.MirroredStrategy(
         ["/cpu:0"], cross_device_ops=tf.distribute.ReductionToOneDevice()))
+    # --8<-- [end:replicators]
 
     tf.keras.utils.set_random_seed(0)
     losses_2, weights_2, initial = train_on(two, steps=args.steps, batch_size=args.batch_size)
