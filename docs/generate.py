@@ -344,6 +344,38 @@ def _machines(rows: list[dict[str, Any]]) -> str:
     return "; ".join(f"{model}, {cores} cores" for model, cores in seen)
 
 
+CURVES = DOCS / "figures" / "learning-curves.png"
+
+
+def draw_curves(rows: list[dict[str, Any]], path: pathlib.Path = CURVES) -> None:
+    """Each task's return curves from its records: a panel per task, a line per seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    columns = 5
+    lines = -(-len(rows) // columns)
+    fig, axes = plt.subplots(lines, columns, figsize=(3.2 * columns, 2.6 * lines), squeeze=False)
+    for ax in axes.flat[len(rows):]:
+        ax.axis("off")
+    for ax, row in zip(axes.flat, rows):
+        for record in row["records"]:
+            frames, returns = zip(*record["curve"]) if record["curve"] else ((), ())
+            ax.plot([f / 1e6 for f in frames], returns, linewidth=1, label=f"seed {record['seed']}")
+        ax.axhline(row["threshold"], color="grey", linestyle="--", linewidth=0.8)
+        ax.set_title(row["env"], fontsize=9)
+        ax.set_xlabel("env frames (M)", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    axes.flat[0].set_ylabel("mean return, last 100 episodes", fontsize=8)
+    axes.flat[0].legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
 def results_page() -> str:
     rows = learning_rows()
     out = [BANNER.format(source="the records in benchmarks/results/ and benchmarks/anchors.json"),
@@ -360,7 +392,9 @@ def results_page() -> str:
            "checkpoint played greedily for 100 episodes (`impala-rep evaluate`), the figure "
            "rl-baselines3-zoo publishes. Median (range) over the seeds.\n\n",
            results_table(rows),
-           "\nTo rerun a row: `.venv/bin/python benchmarks/learning.py --tasks TASK --seeds 1 2 3`; "
+           "\n![Return curves of every run in the table, a panel per task, the threshold dashed]"
+           "(figures/learning-curves.png)\n\n"
+           "To rerun a row: `.venv/bin/python benchmarks/learning.py --tasks TASK --seeds 1 2 3`; "
            "it writes new records, and `make docs` renders them here.\n\n"]
     out.append("## Per run\n\n")
     for row in rows:
@@ -466,6 +500,11 @@ def main() -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
             print(f"wrote {path.relative_to(ROOT)}")
+    if args.check and not CURVES.is_file():
+        stale.append(CURVES)
+    elif not args.check:
+        draw_curves(learning_rows())
+        print(f"drew {CURVES.relative_to(ROOT)}")
     if stale:
         print("stale: " + ", ".join(str(p.relative_to(ROOT)) for p in stale)
               + "; run `make docs` and commit the result", file=sys.stderr)

@@ -128,3 +128,16 @@ def test_doc_examples_import_only_public_names(path):
             if match:
                 names = {n.strip() for n in match.group(1).split(",") if n.strip()}
                 assert names <= public, f"{path.name}: {sorted(names - public)} are not public names"
+
+
+@pytest.mark.parametrize("folder", ["impala_rep", "actors", "learner", "envs", "examples",
+                                    "benchmarks"])
+def test_source_says_why_not_when(folder):
+    """Comments and docstrings hold no dates, issue numbers or diaries: a measured choice names
+    its notebook entry instead."""
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        text = path.read_text()
+        for pattern, what in (_HISTORY[0], _HISTORY[1], _HISTORY[4]):
+            match = pattern.search(text)
+            assert match is None, (f"{path.relative_to(ROOT)} holds {what} ({match.group(0)!r}); "
+                                   "say why, and name the docs/notebook.md entry")
