@@ -36,7 +36,7 @@ test: $(STAMP)
 
 docs: $(STAMP)
 	$(VENV)/bin/python docs/generate.py
-	$(VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 docs-check: $(STAMP)
 	$(VENV)/bin/python docs/generate.py --check
