@@ -51,23 +51,12 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
 # --- the command line ---------------------------------------------------------------------
 
 def _allowed(field) -> str:
-    from impala_rep.run.flags import NONE, field_type
+    from impala_rep.run.flags import accepted_values
 
-    kind, optional = field_type(field)
     choices = field.field.metadata.get("choices")
-    if kind is bool:
-        text = f"`{field.flag}` / `--no-{field.flag[2:]}`"
-    elif choices:
-        text = ", ".join(f"`{c}`" for c in choices)
-    elif kind is int:
-        text = "an integer" if field.key == "seed" else "a positive integer"
-    elif kind is float:
-        text = "a number"
-    elif kind == tuple[int, ...]:
-        text = "positive integers, comma-separated"
-    else:
-        text = field.field.metadata.get("metavar") or "text"
-    return text + (f", or `{NONE}`" if optional and kind is not bool else "")
+    if choices:
+        return ", ".join(f"`{c}`" for c in choices)
+    return accepted_values(field)
 
 
 def _preset_values(key: str) -> str:

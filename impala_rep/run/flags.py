@@ -28,7 +28,8 @@ from impala_rep.config import ConfigField, TrainConfig, config_fields
 from impala_rep.value_checks import SEED_RANGE, STICKY_ACTIONS_RANGE, is_seed, is_sticky_probability
 
 __all__ = ["add_config_flags", "config_values", "format_value", "is_switch", "positive_int",
-           "seed_int", "NONE", "GROUP_TITLES", "group_class", "help_text", "field_type"]
+           "seed_int", "NONE", "GROUP_TITLES", "group_class", "help_text", "field_type",
+           "accepted_values"]
 
 NONE = "none"  # the word an optional field's flag takes for None
 
@@ -77,19 +78,35 @@ def _int_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(","))
 
 
-def _parser(key: str, kind: Any, optional: bool) -> Callable[[str], Any]:
+_INT_TUPLE = "comma-separated positive integers such as 64,64"
+
+
+def _accepted(key: str, kind: Any) -> tuple[str, Callable[[Any], bool]]:
+    """What a field's flag accepts, in words and as a check (before `none`)."""
     if kind is int:
-        what, ok = _INT_RANGES.get(key, ("a positive integer", _positive))
-        return _checked(int, what, ok, optional=optional)
+        return _INT_RANGES.get(key, ("a positive integer", _positive))
     if kind is float:
-        what, ok = _RANGES.get(key, ("a number", lambda v: True))
-        return _checked(float, what, ok, optional=optional)
+        return _RANGES.get(key, ("a number", lambda v: True))
     if kind is str:
-        return _checked(str, "a string", optional=optional)
+        return "a string", lambda v: True
     if kind == tuple[int, ...]:
-        return _checked(_int_tuple, "comma-separated positive integers such as 64,64",
-                        lambda v: all(map(_positive, v)), optional=optional)
+        return _INT_TUPLE, lambda v: all(map(_positive, v))
     raise TypeError(f"config field {key!r} has type {kind!r}, which no flag parser reads")
+
+
+def accepted_values(field: ConfigField) -> str:
+    """What the field's flag accepts, in words, as its errors say it (the reference's column)."""
+    kind, optional = field_type(field)
+    if kind is bool:
+        return f"{field.flag} or --no-{field.flag[2:]}"
+    what = _accepted(field.key, kind)[0]
+    return f"{what} or {NONE}" if optional else what
+
+
+def _parser(key: str, kind: Any, optional: bool) -> Callable[[str], Any]:
+    what, ok = _accepted(key, kind)
+    convert = {int: int, float: float, str: str}.get(kind, _int_tuple)
+    return _checked(convert, what, ok, optional=optional)
 
 
 def is_switch(field: ConfigField) -> bool:
