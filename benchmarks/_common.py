@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import platform
 from typing import Any, Sequence
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # errors too: TF logs "failed call to cuInit" as one
@@ -33,13 +32,11 @@ def split_train_flags(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 def machine() -> dict[str, Any]:
     """What the numbers were measured on."""
-    import ray
+    import ledger
 
     tf = import_tensorflow()
-
-    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return {"cpus": os.cpu_count(), "memory_gib": round(mem_gib, 1), "python": platform.python_version(),
-            "tensorflow": tf.__version__, "ray": ray.__version__, "gpus": len(tf.config.list_physical_devices("GPU"))}
+    return {**ledger.cpu(), **ledger.package_versions(),
+            "gpus": len(tf.config.list_physical_devices("GPU"))}
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

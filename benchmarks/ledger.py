@@ -2,8 +2,9 @@
 
 A record says what ran (the command, the code's commit, the package versions, the CPU) and
 what it measured, so every figure the README and the docs show can be traced to a run and
-rerun. `write_record` is called by the benchmark scripts as each run ends; `load_records`
-and `summarize` are what the docs generator (`docs/generate.py`) renders tables from.
+rerun. `write_record` is called by the benchmark scripts as each run ends; the docs
+generator (`docs/generate.py`) renders its tables with `load_records`, `newest_batch` and
+`spread`.
 
 Published figures to read ours against live in `benchmarks/anchors.json`, each with its
 source.
@@ -95,7 +96,7 @@ def write_record(*, benchmark: str, task: str, label: str, seed: int, command: l
     return path
 
 
-def _relative(part: str) -> str:
+def _relative(part: str | os.PathLike) -> str:
     text = str(part)
     prefix = str(ROOT) + os.sep
     return text[len(prefix):] if text.startswith(prefix) else text
@@ -106,8 +107,7 @@ def load_records(benchmark: str, results: pathlib.Path = RESULTS) -> list[dict[s
     records = []
     for path in sorted((results / benchmark).glob("*/*.json")):
         record = json.loads(path.read_text())
-        record["path"] = str(path.relative_to(results.parent.parent)) if path.is_relative_to(
-            results.parent.parent) else str(path)
+        record["path"] = _relative(path)
         records.append(record)
     return sorted(records, key=lambda r: r["date"])
 

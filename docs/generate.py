@@ -72,14 +72,8 @@ def _preset_values(key: str) -> str:
 
 
 def cli_reference() -> str:
-    from impala_rep.auto_settings import AUTO_RULES
-    from impala_rep.config import TrainConfig, config_fields
     from impala_rep.run.cli import build_parser
-    from impala_rep.run.flags import GROUP_TITLES, format_value, group_class
-    from impala_rep.run.resume import RESUME_RULES
 
-    auto = {rule.key: rule for rule in AUTO_RULES}
-    defaults = TrainConfig()
     parser = build_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     out = [BANNER.format(source="the config's fields and the `impala-rep` parser"),
@@ -91,10 +85,9 @@ def cli_reference() -> str:
     for name, sub in commands.choices.items():
         out.append(f"\n## {name}\n\n```text\n{_usage(sub)}\n```\n\n")
         if name == "train":
-            out.append(_train_reference(sub, auto, defaults, RESUME_RULES, GROUP_TITLES,
-                                        format_value, group_class, config_fields))
+            out.append(_train_reference(sub))
         else:
-            out.append(_plain_flags(sub))
+            out.append(_plain_flags(sub._actions))
     return "".join(out)
 
 
@@ -104,9 +97,9 @@ def _usage(parser: argparse.ArgumentParser) -> str:
     return formatter.format_help().strip()
 
 
-def _plain_flags(parser: argparse.ArgumentParser) -> str:
+def _plain_flags(actions: list[argparse.Action]) -> str:
     rows = []
-    for action in parser._actions:
+    for action in actions:
         if isinstance(action, argparse._HelpAction):
             continue
         name = ", ".join(f"`{o}`" for o in action.option_strings) or f"`{action.dest.upper()}`"
@@ -117,8 +110,14 @@ def _plain_flags(parser: argparse.ArgumentParser) -> str:
     return _table(["argument", "values", "meaning"], rows)
 
 
-def _train_reference(sub, auto, defaults, resume_rules, titles, format_value, group_class,
-                     config_fields) -> str:
+def _train_reference(sub: argparse.ArgumentParser) -> str:
+    from impala_rep.auto_settings import AUTO_RULES
+    from impala_rep.config import TrainConfig, config_fields
+    from impala_rep.run.flags import GROUP_TITLES, format_value, group_class
+    from impala_rep.run.resume import RESUME_RULES
+
+    auto = {rule.key: rule for rule in AUTO_RULES}
+    defaults = TrainConfig()
     out = ["Flags are grouped by what they configure. *Auto* settings are decided when the run "
            "starts, from the env's observations and the learner's layout, and config.json holds "
            "the value chosen. *On resume* says what `--resume` does with a setting it does not "
@@ -126,13 +125,13 @@ def _train_reference(sub, auto, defaults, resume_rules, titles, format_value, gr
     for group in sub._action_groups:
         if group.title == "presets and resume":
             out.append("### Presets and resume\n\n")
-            out.append(_plain_flags(_only(sub, group)))
+            out.append(_plain_flags(group._group_actions))
     by_group: dict[str, list] = {}
     for field in config_fields():
         by_group.setdefault(field.group, []).append(field)
     for group, fields in by_group.items():
         doc = (group_class(group).__doc__ or "").strip().splitlines()[0]
-        out.append(f"\n### {titles[group].capitalize()}\n\n{doc}\n\n")
+        out.append(f"\n### {GROUP_TITLES[group].capitalize()}\n\n{doc}\n\n")
         rows = []
         for field in fields:
             meta = field.field.metadata
@@ -141,8 +140,8 @@ def _train_reference(sub, auto, defaults, resume_rules, titles, format_value, gr
                 notes.append(f"*Auto:* {auto[field.key].rule}.")
             if _preset_values(field.key):
                 notes.append(f"*Presets:* {_preset_values(field.key)}.")
-            if field.key in resume_rules:
-                notes.append(f"*On resume:* {resume_rules[field.key]}.")
+            if field.key in RESUME_RULES:
+                notes.append(f"*On resume:* {RESUME_RULES[field.key]}.")
             elif field.key in auto and auto[field.key].kept_on_resume:
                 notes.append("*On resume:* auto keeps the value the run trained with.")
             default = defaults.get(field.key)
@@ -151,14 +150,6 @@ def _train_reference(sub, auto, defaults, resume_rules, titles, format_value, gr
                          " ".join([meta["help"][0].upper() + meta["help"][1:] + ".", *notes])])
         out.append(_table(["flag", "default", "values", "meaning"], rows))
     return "".join(out)
-
-
-def _only(parser: argparse.ArgumentParser, group) -> argparse.ArgumentParser:
-    """A parser holding just one argument group's actions (to tabulate them)."""
-    copy = argparse.ArgumentParser(add_help=False)
-    for action in group._group_actions:
-        copy._add_action(action)
-    return copy
 
 
 # --- metrics --------------------------------------------------------------------------------

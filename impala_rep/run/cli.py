@@ -33,7 +33,7 @@ def _device_spec(text: str) -> str:
 
 def _add_train_arguments(train: argparse.ArgumentParser, preset: str | None, env: str | None, *,
                          explicit_only: bool = False) -> None:
-    from impala_rep.run.resume import LOCKED_KEYS
+    from impala_rep.run.resume import LOCKED_KEYS, RESUME_RULES
 
     # SUPPRESS as a default is argparse's documented way to leave an absent flag out.
     absent = argparse.SUPPRESS if explicit_only else None
@@ -47,7 +47,7 @@ def _add_train_arguments(train: argparse.ArgumentParser, preset: str | None, env
     start.add_argument("--resume", metavar="LOGDIR", default=absent,
                        help="continue the run in LOGDIR from its newest checkpoint, with its saved "
                             f"settings; flags given as well change them, except {locked} "
-                            "(--rnd-cost may change its weight, not turn the bonus on or off)")
+                            f"(--rnd-cost: {RESUME_RULES['rnd_cost']})")
     # One flag per config field; the env family's defaults and the preset are data on top
     # of the dataclasses' defaults.
     add_config_flags(train, TrainConfig.from_keys(preset_keys(preset, env)),
