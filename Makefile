@@ -1,13 +1,15 @@
 # Entry points, each creating or refreshing .venv first:
 #   make train       the main job (see README)
-#   make test        the whole test suite (what CI runs)
+#   make test        lint, format check and the whole test suite (what CI runs)
+#   make test-fast   the tests that start no Ray and no process: the development loop
+#   make format      format the code and apply ruff's safe fixes
 #   make docs        regenerate the generated pages, then build the site into site/, strictly
 #   make docs-check  fail if a committed generated page differs from what the code generates
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: train test docs docs-check venv clean
+.PHONY: train test test-fast lint format docs docs-check venv clean
 
 venv: $(STAMP)
 
@@ -31,8 +33,21 @@ train: $(STAMP)
 
 # Two workers, a test file each at a time: most of the suite's time is subprocesses
 # starting Ray and TensorFlow, which overlap well on 2 cores.
-test: $(STAMP)
+test: lint
 	$(VENV)/bin/pytest -n 2 --dist loadfile
+
+# The same two workers, whole files each, without the tests marked `launches`
+# (tests/conftest.py), which it refuses to start a process.
+test-fast: lint
+	$(VENV)/bin/pytest -n 2 --dist loadfile --fast -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check --quiet .
+	$(VENV)/bin/ruff format --check --quiet .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix --quiet .
+	$(VENV)/bin/ruff format --quiet .
 
 docs: $(STAMP)
 	$(VENV)/bin/python docs/generate.py

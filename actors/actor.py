@@ -10,7 +10,8 @@ environments of this actor (the unroll's batch), `A` number of actions.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import gymnasium
 import numpy as np
@@ -42,8 +43,16 @@ class Actor:
     reset-step transitions either way.
     """
 
-    def __init__(self, *, env: gymnasium.vector.VectorEnv, agent: Any, unroll_length: int,
-                 seed: int, return_discount: float | None = None, greedy: bool = False):
+    def __init__(
+        self,
+        *,
+        env: gymnasium.vector.VectorEnv,
+        agent: Any,
+        unroll_length: int,
+        seed: int,
+        return_discount: float | None = None,
+        greedy: bool = False,
+    ):
         """Builds the agent's variables and its policy, and resets `env`.
 
         `agent`: an `Agent`, or a TensorFlow-free acting twin
@@ -71,8 +80,13 @@ class Actor:
         self._num_envs = env.num_envs
         self._reset_finished_envs = _needs_reset_mask(env)
         self._observation_space = env.single_observation_space
-        self._policy = _policy_for(agent, observation_space=self._observation_space,
-                                   num_envs=self._num_envs, seed=seed, greedy=bool(greedy))
+        self._policy = _policy_for(
+            agent,
+            observation_space=self._observation_space,
+            num_envs=self._num_envs,
+            seed=seed,
+            greedy=bool(greedy),
+        )
 
         self._version = 0
         observation, _ = env.reset()
@@ -105,9 +119,12 @@ class Actor:
         The stats hold the raw return and length of every episode that ended
         during this unroll, ordered by time step, then env index.
         """
-        u = _empty_unroll(unroll_length=self._unroll_length, num_envs=self._num_envs,
-                          observation_space=self._observation_space,
-                          num_actions=self._num_actions)
+        u = _empty_unroll(
+            unroll_length=self._unroll_length,
+            num_envs=self._num_envs,
+            observation_space=self._observation_space,
+            num_actions=self._num_actions,
+        )
         # The state the agent is fed at obs[0]: reset where obs[0] starts an episode.
         initial_state = self._policy.state_at_start(self._first)
         finished = []
@@ -115,12 +132,14 @@ class Actor:
         for t in range(self._unroll_length):
             self._record_agent_inputs(u, t)
             u.actions[t], u.behaviour_logits[t] = self._act(
-                u.observations[t], u.prev_actions[t], u.prev_rewards[t], u.first[t])
+                u.observations[t], u.prev_actions[t], u.prev_rewards[t], u.first[t]
+            )
             step = self._env_step(u.actions[t])
             self._observation, reward, u.terminated[t], u.truncated[t], final = step
             u.rewards[t] = reward
             u.truncation_values[t] = self._truncation_values(
-                final, u.truncated[t] & ~u.terminated[t], u.actions[t], u.rewards[t])
+                final, u.truncated[t] & ~u.terminated[t], u.actions[t], u.rewards[t]
+            )
             done = u.terminated[t] | u.truncated[t]
             finished.extend(self._count_episodes(reward, done))
             if self._return_discount is not None:
@@ -133,19 +152,29 @@ class Actor:
             self._first = done
         self._record_agent_inputs(u, self._unroll_length)
 
-        unroll = u._replace(initial_state=initial_state,
-                            policy_version=np.full([self._num_envs], self._version, np.int64))
+        unroll = u._replace(
+            initial_state=initial_state,
+            policy_version=np.full([self._num_envs], self._version, np.int64),
+        )
         returns, lengths = zip(*finished) if finished else ((), ())
         moments = None
         if discounted_returns:
             values = np.concatenate(discounted_returns)
             moments = (float(values.size), float(values.mean()), float(values.var()))
-        stats = EpisodeStats(returns=np.array(returns, np.float64),
-                             lengths=np.array(lengths, np.int64), return_moments=moments)
+        stats = EpisodeStats(
+            returns=np.array(returns, np.float64),
+            lengths=np.array(lengths, np.int64),
+            return_moments=moments,
+        )
         return unroll, stats
 
-    def _act(self, observation: np.ndarray, prev_action: np.ndarray, prev_reward: np.ndarray,
-             first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _act(
+        self,
+        observation: np.ndarray,
+        prev_action: np.ndarray,
+        prev_reward: np.ndarray,
+        first: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """One policy call for all `E` envs: actions `[E]` int32 and logits `[E, A]` float32;
         the recurrent state moves on."""
         return self._policy.act(observation, prev_action, prev_reward, first)
@@ -163,8 +192,7 @@ class Actor:
         self._episode_length += 1
         if not done.any():
             return []
-        ended = list(zip(self._episode_return[done].tolist(),
-                         self._episode_length[done].tolist()))
+        ended = list(zip(self._episode_return[done].tolist(), self._episode_length[done].tolist()))
         self._episode_return[done] = 0.0
         self._episode_length[done] = 0
         return ended
@@ -178,7 +206,8 @@ class Actor:
         the truncated envs (`{env index: observation}`).
         """
         observation, reward, terminated, truncated, info = self._env.step(
-            actions.astype(self._env.action_space.dtype, copy=False))
+            actions.astype(self._env.action_space.dtype, copy=False)
+        )
         reward = np.asarray(reward, np.float64)
         terminated = np.asarray(terminated, bool)
         truncated = np.asarray(truncated, bool)
@@ -196,8 +225,9 @@ class Actor:
         # Copied: some vector envs (copy=False) overwrite the array they return.
         return np.array(observation), reward, terminated, truncated, final
 
-    def _truncation_values(self, final: dict, cut: np.ndarray, actions: np.ndarray,
-                           rewards: np.ndarray) -> np.ndarray:
+    def _truncation_values(
+        self, final: dict, cut: np.ndarray, actions: np.ndarray, rewards: np.ndarray
+    ) -> np.ndarray:
         """`[E]`: the agent's value of each cut episode's final observation (0 elsewhere).
 
         Evaluated as the next policy call would have seen that observation: after
@@ -212,25 +242,41 @@ class Actor:
         return np.where(cut, values, 0.0).astype(np.float32)
 
 
-def _policy_for(agent: Any, *, observation_space: gymnasium.Space, num_envs: int, seed: int,
-                greedy: bool) -> Any:
+def _policy_for(
+    agent: Any, *, observation_space: gymnasium.Space, num_envs: int, seed: int, greedy: bool
+) -> Any:
     """The numpy policy for an acting twin or a feed-forward agent with a `host_step`,
     else the compiled one (which imports TensorFlow)."""
     host_step = getattr(agent, "host_step", None)
     if getattr(agent, "is_acting_twin", False):  # no variables: weights come with set_weights
-        return HostPolicy(host_step=host_step, weights=None, seed=seed, greedy=greedy,
-                          weight_shapes=agent.weight_shapes(observation_space.shape))
+        return HostPolicy(
+            host_step=host_step,
+            weights=None,
+            seed=seed,
+            greedy=greedy,
+            weight_shapes=agent.weight_shapes(observation_space.shape),
+        )
     agent.build(observation_space.shape)
     import tensorflow as tf  # an `Agent` is built: TensorFlow is loaded already
 
     if host_step is not None and not tf.nest.flatten(agent.initial_state(num_envs)):
         weights = agent.get_weights()
-        return HostPolicy(host_step=host_step, weights=weights, seed=seed, greedy=greedy,
-                          weight_shapes=[np.shape(w) for w in weights])
+        return HostPolicy(
+            host_step=host_step,
+            weights=weights,
+            seed=seed,
+            greedy=greedy,
+            weight_shapes=[np.shape(w) for w in weights],
+        )
     from impala_rep.actors.compiled_policy import CompiledPolicy
 
-    return CompiledPolicy(agent=agent, observation_space=observation_space, num_envs=num_envs,
-                          seed=seed, greedy=greedy)
+    return CompiledPolicy(
+        agent=agent,
+        observation_space=observation_space,
+        num_envs=num_envs,
+        seed=seed,
+        greedy=greedy,
+    )
 
 
 def _needs_reset_mask(env: gymnasium.vector.VectorEnv) -> bool:
@@ -244,11 +290,13 @@ def _needs_reset_mask(env: gymnasium.vector.VectorEnv) -> bool:
     raise ValueError(
         f"{type(env.unwrapped).__name__} uses autoreset mode {mode} and its reset does not take "
         "options['reset_mask'], so the reset steps cannot be kept out of the unroll; use "
-        "impala_rep.envs.make_vector_env or a SyncVectorEnv/AsyncVectorEnv")
+        "impala_rep.envs.make_vector_env or a SyncVectorEnv/AsyncVectorEnv"
+    )
 
 
-def _empty_unroll(*, unroll_length: int, num_envs: int, observation_space: gymnasium.Space,
-                  num_actions: int) -> Unroll:
+def _empty_unroll(
+    *, unroll_length: int, num_envs: int, observation_space: gymnasium.Space, num_actions: int
+) -> Unroll:
     """Preallocated `[T+1, E, ...]`, `[T, E, ...]` arrays; initial_state, policy_version None."""
     t, e = unroll_length, num_envs
     return Unroll(

@@ -6,13 +6,20 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["run_actor_loop"]
 
 
-def run_actor_loop(*, actor, send: Callable[[Any, Any], Any], receive: Callable[[Any], tuple],
-                   fetch_weights: Callable[[Any], Any], max_unrolls: int | None = None) -> int:
+def run_actor_loop(
+    *,
+    actor,
+    send: Callable[[Any, Any], Any],
+    receive: Callable[[Any], tuple],
+    fetch_weights: Callable[[Any], Any],
+    max_unrolls: int | None = None,
+) -> int:
     """Produces unrolls until the learner says stop; returns the env frames produced.
 
     Args:

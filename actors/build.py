@@ -7,15 +7,22 @@ same way.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from impala_rep.config import ActorConfig, EnvConfig
 
 __all__ = ["build_actor"]
 
 
-def build_actor(*, env: EnvConfig, actors: ActorConfig, agent_factory: Callable[[], Any], seed: int,
-                return_discount: float | None = None):
+def build_actor(
+    *,
+    env: EnvConfig,
+    actors: ActorConfig,
+    agent_factory: Callable[[], Any],
+    seed: int,
+    return_discount: float | None = None,
+):
     """An `Actor` stepping `actors.envs_per_actor` copies of `env`, seeded with `seed`;
     `return_discount` as `Actor` takes it (`TrainConfig.return_discount`).
 
@@ -25,9 +32,19 @@ def build_actor(*, env: EnvConfig, actors: ActorConfig, agent_factory: Callable[
     from impala_rep.agent_factory import acting_agent
     from impala_rep.envs.factory import make_vector_env
 
-    vector_env = make_vector_env(env.id, num_envs=actors.envs_per_actor, seed=seed,
-                                 sticky_actions=env.sticky_actions, episodic_life=env.episodic_life,
-                                 max_episode_steps=env.max_episode_steps)
+    vector_env = make_vector_env(
+        env.id,
+        num_envs=actors.envs_per_actor,
+        seed=seed,
+        sticky_actions=env.sticky_actions,
+        episodic_life=env.episodic_life,
+        max_episode_steps=env.max_episode_steps,
+    )
     agent = acting_agent(agent_factory) or agent_factory()
-    return Actor(env=vector_env, agent=agent, unroll_length=actors.unroll_length, seed=seed,
-                 return_discount=return_discount)
+    return Actor(
+        env=vector_env,
+        agent=agent,
+        unroll_length=actors.unroll_length,
+        seed=seed,
+        return_discount=return_discount,
+    )

@@ -6,7 +6,8 @@ agents with a `host_step`.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import gymnasium
 import numpy as np
@@ -25,14 +26,22 @@ class CompiledPolicy:
     `greedy` acts with the most probable action.
     """
 
-    def __init__(self, *, agent: Agent, observation_space: gymnasium.Space, num_envs: int,
-                 seed: int, greedy: bool):
+    def __init__(
+        self,
+        *,
+        agent: Agent,
+        observation_space: gymnasium.Space,
+        num_envs: int,
+        seed: int,
+        greedy: bool,
+    ):
         self._agent = agent
         self._observation_space = observation_space
         self._num_envs = num_envs
         self._greedy = greedy
-        self.initial_state = tf.nest.map_structure(tf.convert_to_tensor,
-                                                   agent.initial_state(num_envs))
+        self.initial_state = tf.nest.map_structure(
+            tf.convert_to_tensor, agent.initial_state(num_envs)
+        )
         self._state = self.initial_state
         self._rng = tf.random.Generator.from_seed(seed)
         # Traced once, here, for fixed shapes. Calling the concrete function skips
@@ -47,27 +56,40 @@ class CompiledPolicy:
     def state_at_start(self, first: np.ndarray) -> Any:
         """The state fed at an unroll's first step (numpy): reset where `first`."""
         return tf.nest.map_structure(
-            np.asarray, _reset_where_first(tf.constant(first), self.initial_state, self._state))
+            np.asarray, _reset_where_first(tf.constant(first), self.initial_state, self._state)
+        )
 
-    def act(self, observation: np.ndarray, prev_action: np.ndarray, prev_reward: np.ndarray,
-            first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def act(
+        self,
+        observation: np.ndarray,
+        prev_action: np.ndarray,
+        prev_reward: np.ndarray,
+        first: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Actions `[E]` int32 and logits `[E, A]` float32; the recurrent state moves on."""
-        action, logits, self._state = self._policy(observation, prev_action, prev_reward, first,
-                                                   self._state)
+        action, logits, self._state = self._policy(
+            observation, prev_action, prev_reward, first, self._state
+        )
         return action.numpy(), logits.numpy()
 
-    def values(self, observation: np.ndarray, prev_action: np.ndarray,
-               prev_reward: np.ndarray) -> np.ndarray:
+    def values(
+        self, observation: np.ndarray, prev_action: np.ndarray, prev_reward: np.ndarray
+    ) -> np.ndarray:
         """The baseline `[E]` at `observation` from the current state, none of it a start."""
         if self._value is None:
             observation_spec, action_spec, reward_spec, _, state_spec = self._signature()
             self._value = tf.function(self._value_step).get_concrete_function(
-                observation_spec, action_spec, reward_spec, state_spec)
+                observation_spec, action_spec, reward_spec, state_spec
+            )
         return self._value(observation, prev_action, prev_reward, self._state).numpy()
 
     def _value_step(self, observation, prev_action, prev_reward, state):
-        inputs = AgentInputs(observation=observation, prev_action=prev_action,
-                             prev_reward=prev_reward, first=tf.zeros_like(prev_action, tf.bool))
+        inputs = AgentInputs(
+            observation=observation,
+            prev_action=prev_action,
+            prev_reward=prev_reward,
+            first=tf.zeros_like(prev_action, tf.bool),
+        )
         output, _ = self._agent.step(inputs, state)
         return tf.cast(output.baseline, tf.float32)
 
@@ -77,8 +99,9 @@ class CompiledPolicy:
         Returns: actions `[E]` int32 (sampled, or the arg-max if greedy), logits `[E, A]`
         float32, and the agent's new state."""
         state = _reset_where_first(first, self.initial_state, state)
-        inputs = AgentInputs(observation=observation, prev_action=prev_action,
-                             prev_reward=prev_reward, first=first)
+        inputs = AgentInputs(
+            observation=observation, prev_action=prev_action, prev_reward=prev_reward, first=first
+        )
         output, new_state = self._agent.step(inputs, state)
         logits = tf.cast(output.policy_logits, tf.float32)
         if self._greedy:

@@ -8,7 +8,7 @@ kind, with the same methods.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -29,9 +29,15 @@ class HostPolicy:
       greedy: act with the most probable action instead of sampling.
     """
 
-    def __init__(self, *, host_step: Callable[..., AgentOutput],
-                 weights: Sequence[np.ndarray] | None, weight_shapes: Sequence[Sequence[int]],
-                 seed: int, greedy: bool):
+    def __init__(
+        self,
+        *,
+        host_step: Callable[..., AgentOutput],
+        weights: Sequence[np.ndarray] | None,
+        weight_shapes: Sequence[Sequence[int]],
+        seed: int,
+        greedy: bool,
+    ):
         self._host_step = host_step
         self._shapes = [tuple(s) for s in weight_shapes]
         self._weights = None if weights is None else self._checked(weights)
@@ -45,28 +51,40 @@ class HostPolicy:
         """The recurrent state fed at an unroll's first step: none."""
         return ()
 
-    def act(self, observation: np.ndarray, prev_action: np.ndarray, prev_reward: np.ndarray,
-            first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def act(
+        self,
+        observation: np.ndarray,
+        prev_action: np.ndarray,
+        prev_reward: np.ndarray,
+        first: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Actions `[E]` int32 and logits `[E, A]` float32."""
-        logits = np.asarray(self._step(AgentInputs(observation, prev_action, prev_reward, first))
-                            .policy_logits, np.float32)
+        logits = np.asarray(
+            self._step(AgentInputs(observation, prev_action, prev_reward, first)).policy_logits,
+            np.float32,
+        )
         if self._greedy:
             return logits.argmax(-1).astype(np.int32), logits
         # Gumbel-max: one categorical sample per row, reproducible per seed.
         noisy = logits + self._rng.gumbel(size=logits.shape)
         return noisy.argmax(-1).astype(np.int32), logits
 
-    def values(self, observation: np.ndarray, prev_action: np.ndarray,
-               prev_reward: np.ndarray) -> np.ndarray:
+    def values(
+        self, observation: np.ndarray, prev_action: np.ndarray, prev_reward: np.ndarray
+    ) -> np.ndarray:
         """The baseline `[E]` at `observation`, none of it an episode's start."""
         first = np.zeros([len(observation)], bool)
-        return np.asarray(self._step(AgentInputs(observation, prev_action, prev_reward, first))
-                          .baseline, np.float32)
+        return np.asarray(
+            self._step(AgentInputs(observation, prev_action, prev_reward, first)).baseline,
+            np.float32,
+        )
 
     def _step(self, inputs: AgentInputs) -> AgentOutput:
         if self._weights is None:
-            raise RuntimeError("the actor has no weights to act with yet: call set_weights "
-                               "(an acting twin has no variables of its own)")
+            raise RuntimeError(
+                "the actor has no weights to act with yet: call set_weights "
+                "(an acting twin has no variables of its own)"
+            )
         return self._host_step(self._weights, inputs)
 
     def _checked(self, weights: Sequence[np.ndarray]) -> list[np.ndarray]:

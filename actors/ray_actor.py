@@ -8,7 +8,8 @@ them: after each reply from its host it asks the chief for the newest version.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import ray
 
@@ -18,9 +19,18 @@ __all__ = ["RayActor", "create_actor"]
 
 
 class _ActorProcess:
-    def __init__(self, *, env: EnvConfig, actors: ActorConfig, seed: int,
-                 agent_factory: Callable[[], Any], learner, weights_from=None,
-                 slot: int | None = None, return_discount: float | None = None):
+    def __init__(
+        self,
+        *,
+        env: EnvConfig,
+        actors: ActorConfig,
+        seed: int,
+        agent_factory: Callable[[], Any],
+        learner,
+        weights_from=None,
+        slot: int | None = None,
+        return_discount: float | None = None,
+    ):
         from impala_rep.actors.build import build_actor
         from impala_rep.agent_factory import acting_agent
 
@@ -32,8 +42,13 @@ class _ActorProcess:
             tf.config.threading.set_intra_op_parallelism_threads(1)
             tf.config.threading.set_inter_op_parallelism_threads(1)
 
-        self._actor = build_actor(env=env, actors=actors, agent_factory=agent_factory, seed=seed,
-                                  return_discount=return_discount)
+        self._actor = build_actor(
+            env=env,
+            actors=actors,
+            agent_factory=agent_factory,
+            seed=seed,
+            return_discount=return_discount,
+        )
         self._learner = learner
         self._slot = slot  # sent with each unroll: the learner tells the driver who is silent
         self._weights_from = learner if weights_from is None else weights_from
@@ -52,6 +67,7 @@ class _ActorProcess:
 
         receive = ray.get
         if self._weights_from is not self._learner:
+
             def receive(pending):
                 stop, _, _ = ray.get(pending)  # this host's version may run ahead of the chief's
                 version, published = ray.get(self._weights_from.latest_weights.remote())
@@ -59,7 +75,9 @@ class _ActorProcess:
 
         return run_actor_loop(
             actor=self._actor,
-            send=lambda unroll, stats: self._learner.enqueue.remote(unroll, stats, sender=self._slot),
+            send=lambda unroll, stats: self._learner.enqueue.remote(
+                unroll, stats, sender=self._slot
+            ),
             receive=receive,
             fetch_weights=_fetched,
             max_unrolls=max_unrolls,
@@ -75,12 +93,25 @@ def _fetched(published: Any) -> list:
 RayActor = ray.remote(_ActorProcess)
 
 
-def create_actor(*, config: TrainConfig, agent_factory, learner, seed: int, weights_from=None,
-                 slot: int | None = None):
+def create_actor(
+    *,
+    config: TrainConfig,
+    agent_factory,
+    learner,
+    seed: int,
+    weights_from=None,
+    slot: int | None = None,
+):
     """Starts one actor process for `config` that feeds `learner` (and takes its weights
     from `weights_from`, default `learner`) as actor `slot`. Ray spreads actors over the
     cluster's nodes."""
     return RayActor.options(num_cpus=1, scheduling_strategy="SPREAD").remote(
-        env=config.env, actors=config.actors, seed=seed, agent_factory=agent_factory,
-        learner=learner, weights_from=weights_from, slot=slot,
-        return_discount=config.return_discount)
+        env=config.env,
+        actors=config.actors,
+        seed=seed,
+        agent_factory=agent_factory,
+        learner=learner,
+        weights_from=weights_from,
+        slot=slot,
+        return_discount=config.return_discount,
+    )

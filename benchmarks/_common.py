@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # errors too: TF logs "failed call to cuInit" as one
+os.environ.setdefault(
+    "TF_CPP_MIN_LOG_LEVEL", "3"
+)  # errors too: TF logs "failed call to cuInit" as one
 
 
 def import_tensorflow():
@@ -27,7 +30,7 @@ def split_train_flags(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     if "--" not in argv:
         return argv, []
     cut = argv.index("--")
-    return argv[:cut], argv[cut + 1:]
+    return argv[:cut], argv[cut + 1 :]
 
 
 def machine() -> dict[str, Any]:
@@ -35,8 +38,11 @@ def machine() -> dict[str, Any]:
     import ledger
 
     tf = import_tensorflow()
-    return {**ledger.cpu(), **ledger.package_versions(),
-            "gpus": len(tf.config.list_physical_devices("GPU"))}
+    return {
+        **ledger.cpu(),
+        **ledger.package_versions(),
+        "gpus": len(tf.config.list_physical_devices("GPU")),
+    }
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -66,7 +72,7 @@ class MetricsTail:
         if not self._path.is_file():
             return []
         records = []
-        for line in self._path.read_text().splitlines()[self._read:]:
+        for line in self._path.read_text().splitlines()[self._read :]:
             if not line.endswith("}"):
                 break
             self._read += 1

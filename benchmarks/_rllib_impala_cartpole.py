@@ -35,15 +35,19 @@ def main() -> None:
     # Logical CPU slots for every process RLlib starts (env runners, the aggregator actor
     # its IMPALA learner feeds from), as our embedded Ray has for actors and learner: with
     # Ray's default of one slot per core, 2 env runners take both and the run waits forever.
-    ray.init(address="local", num_cpus=args.cpu_slots, include_dashboard=False,
-             log_to_driver=False)
+    ray.init(address="local", num_cpus=args.cpu_slots, include_dashboard=False, log_to_driver=False)
     config = (
         IMPALAConfig()
         .environment("CartPole-v1")
-        .env_runners(num_env_runners=args.env_runners,
-                     num_envs_per_env_runner=args.envs_per_runner)
-        .training(train_batch_size_per_learner=500, grad_clip=40.0, grad_clip_by="global_norm",
-                  lr=0.0005, vf_loss_coeff=0.05, entropy_coeff=0.0)
+        .env_runners(num_env_runners=args.env_runners, num_envs_per_env_runner=args.envs_per_runner)
+        .training(
+            train_batch_size_per_learner=500,
+            grad_clip=40.0,
+            grad_clip_by="global_norm",
+            lr=0.0005,
+            vf_loss_coeff=0.05,
+            entropy_coeff=0.0,
+        )
         .rl_module(model_config=DefaultModelConfig(vf_share_layers=True))
         .debugging(seed=args.seed)
     )
@@ -51,9 +55,11 @@ def main() -> None:
     while True:
         result = algo.train()
         runners = result.get("env_runners", {})
-        record = {"s": time.time() - args.launch,
-                  "frames": int(runners.get("num_env_steps_sampled_lifetime", 0)),
-                  "return": runners.get("episode_return_mean")}
+        record = {
+            "s": time.time() - args.launch,
+            "frames": int(runners.get("num_env_steps_sampled_lifetime", 0)),
+            "return": runners.get("episode_return_mean"),
+        }
         print(json.dumps(record), flush=True)
         reached = record["return"] is not None and record["return"] >= args.target
         if reached or record["s"] >= args.seconds:

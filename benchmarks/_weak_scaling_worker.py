@@ -55,8 +55,12 @@ def main(index, batch, steps, warmup, hidden, addresses):
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy() if len(addresses) > 1 else None
     replicator = Replicator(strategy=strategy) if strategy else Replicator("cpu")
-    learner = Learner(agent=MLPAgent(num_actions=ACTIONS, hidden_sizes=hidden), replicator=replicator,
-                      observation_shape=(OBS,), total_steps=10 ** 6)
+    learner = Learner(
+        agent=MLPAgent(num_actions=ACTIONS, hidden_sizes=hidden),
+        replicator=replicator,
+        observation_shape=(OBS,),
+        total_steps=10**6,
+    )
     rng = np.random.default_rng(index)
     batches = [random_batch(rng, batch) for _ in range(4)]
     for i in range(warmup):  # tracing and the first collectives
@@ -65,11 +69,28 @@ def main(index, batch, steps, warmup, hidden, addresses):
     for i in range(steps):
         learner.step(batches[i % len(batches)])
     seconds = time.perf_counter() - start
-    print("RESULT " + json.dumps({"index": index, "replicas": replicator.num_replicas,
-                                  "seconds": seconds, "steps": steps, "host_batch": batch}), flush=True)
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "index": index,
+                "replicas": replicator.num_replicas,
+                "seconds": seconds,
+                "steps": steps,
+                "host_batch": batch,
+            }
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    main(int(args[0]), int(args[1]), int(args[2]), int(args[3]),
-         tuple(int(h) for h in args[4].split(",")), args[5:])
+    main(
+        int(args[0]),
+        int(args[1]),
+        int(args[2]),
+        int(args[3]),
+        tuple(int(h) for h in args[4].split(",")),
+        args[5:],
+    )

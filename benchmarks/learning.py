@@ -55,8 +55,8 @@ IMPALA_REP = str(ROOT / ".venv" / "bin" / "impala-rep")  # the command, as a use
 @dataclasses.dataclass(frozen=True)
 class Task:
     env: str
-    frames: int          # the run's budget: the learning rate decays to 0 over it
-    threshold: float     # mean return over the last 100 episodes
+    frames: int  # the run's budget: the learning rate decays to 0 over it
+    threshold: float  # mean return over the last 100 episodes
     flags: tuple[str, ...] = ()
 
 
@@ -84,12 +84,25 @@ EVAL_FRAME_BUDGET = 2_000_000  # 100 classic-control episodes take at most 50k
 
 def run_one(task: Task, seed: int, logdir: pathlib.Path, extra: list[str]) -> dict:
     """One `impala-rep train` command; the first record at the threshold, timed from launch."""
-    command = [IMPALA_REP, "train", "--env", task.env,
-               "--seed", str(seed), "--total-frames", str(task.frames), "--logdir", str(logdir),
-               *task.flags, *extra]
+    command = [
+        IMPALA_REP,
+        "train",
+        "--env",
+        task.env,
+        "--seed",
+        str(seed),
+        "--total-frames",
+        str(task.frames),
+        "--logdir",
+        str(logdir),
+        *task.flags,
+        *extra,
+    ]
     tail = MetricsTail(logdir)
     start = time.monotonic()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     hit = None
     while True:
         finished = process.poll() is not None
@@ -105,8 +118,11 @@ def run_one(task: Task, seed: int, logdir: pathlib.Path, extra: list[str]) -> di
         raise SystemExit(f"{' '.join(command)} failed (exit {process.returncode}):\n{stderr}")
     records = read_metrics(logdir)
     fps = sorted(r["frames"] / r["wall_s"] for r in records if r["wall_s"] > 0)
-    curve = [(r["frames"], r["episode_return_mean"]) for r in records
-             if r["episode_return_mean"] is not None]
+    curve = [
+        (r["frames"], r["episode_return_mean"])
+        for r in records
+        if r["episode_return_mean"] is not None
+    ]
     returns = [mean for _, mean in curve]
     return {
         "seed": seed,
@@ -115,8 +131,9 @@ def run_one(task: Task, seed: int, logdir: pathlib.Path, extra: list[str]) -> di
         "seconds_to_threshold": hit and hit["seconds"],
         "final_return": returns[-1] if returns else None,
         "late_return": late_return(curve, records[-1]["frames"]),
-        "best_return": max((r["episode_return_mean"] for r in records if full_window(r)),
-                           default=None),
+        "best_return": max(
+            (r["episode_return_mean"] for r in records if full_window(r)), default=None
+        ),
         "frames": records[-1]["frames"],
         "seconds": seconds,
         "curve": curve,
@@ -125,19 +142,41 @@ def run_one(task: Task, seed: int, logdir: pathlib.Path, extra: list[str]) -> di
     }
 
 
-_FIGURES = ("frames_to_threshold", "seconds_to_threshold", "final_return", "late_return",
-            "best_return", "frames", "seconds", "frames_per_s_from_launch", "median_cumulative_fps",
-            "greedy_return", "greedy_std", "greedy_unfinished")
+_FIGURES = (
+    "frames_to_threshold",
+    "seconds_to_threshold",
+    "final_return",
+    "late_return",
+    "best_return",
+    "frames",
+    "seconds",
+    "frames_per_s_from_launch",
+    "median_cumulative_fps",
+    "greedy_return",
+    "greedy_std",
+    "greedy_unfinished",
+)
 
 
 def record(name: str, task: Task, run: dict, *, label: str, extra: list[str]) -> None:
     """The run's record in the results ledger."""
     path = ledger.write_record(
-        benchmark="learning", task=name, label=label, seed=run["seed"], command=run["command"],
-        figures={key: run.get(key) for key in _FIGURES}, curve=run["curve"],
-        settings={"env": task.env, "threshold": task.threshold, "total_frames": task.frames,
-                  "task_flags": list(task.flags), "extra_flags": extra,
-                  "evaluation_episodes": EVAL_EPISODES})
+        benchmark="learning",
+        task=name,
+        label=label,
+        seed=run["seed"],
+        command=run["command"],
+        figures={key: run.get(key) for key in _FIGURES},
+        curve=run["curve"],
+        settings={
+            "env": task.env,
+            "threshold": task.threshold,
+            "total_frames": task.frames,
+            "task_flags": list(task.flags),
+            "extra_flags": extra,
+            "evaluation_episodes": EVAL_EPISODES,
+        },
+    )
     print(f"  recorded {path.relative_to(ledger.ROOT)}", flush=True)
 
 
@@ -148,19 +187,33 @@ def evaluate(logdir: pathlib.Path) -> dict:
     CliffWalking): after EVAL_FRAME_BUDGET env frames the evaluation is recorded as
     unfinished instead of stopping the suite."""
     out = logdir / "evaluation.json"
-    command = [IMPALA_REP, "evaluate", str(logdir),
-               "--episodes", str(EVAL_EPISODES), "--frame-budget", str(EVAL_FRAME_BUDGET),
-               "--json", str(out)]
-    done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                          cwd=ROOT)  # a run's --agent file path is relative to where it ran
+    command = [
+        IMPALA_REP,
+        "evaluate",
+        str(logdir),
+        "--episodes",
+        str(EVAL_EPISODES),
+        "--frame-budget",
+        str(EVAL_FRAME_BUDGET),
+        "--json",
+        str(out),
+    ]
+    done = subprocess.run(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT
+    )  # a run's --agent file path is relative to where it ran
     if done.returncode == 1 and "episodes ended within" in done.stderr:
-        return {"greedy_return": None, "greedy_std": None,
-                "greedy_unfinished": done.stderr.strip().splitlines()[-1]}
+        return {
+            "greedy_return": None,
+            "greedy_std": None,
+            "greedy_unfinished": done.stderr.strip().splitlines()[-1],
+        }
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed (exit {done.returncode}):\n{done.stderr}")
     result = json.loads(out.read_text())
-    return {"greedy_return": round(result["mean_return"], 4),
-            "greedy_std": round(result["std_return"], 4)}
+    return {
+        "greedy_return": round(result["mean_return"], 4),
+        "greedy_std": round(result["std_return"], 4),
+    }
 
 
 def full_window(record: dict) -> bool:
@@ -169,7 +222,9 @@ def full_window(record: dict) -> bool:
     Before 100 episodes have ended the mean is over the few that have, and on a task without
     a time limit those are the lucky short ones: CliffWalkingSlippery's first report, one
     episode of -43, sat above its -75 where the next was -914."""
-    return record.get("episode_return_mean") is not None and record.get("episodes", 0) >= RETURN_WINDOW
+    return (
+        record.get("episode_return_mean") is not None and record.get("episodes", 0) >= RETURN_WINDOW
+    )
 
 
 def reaches(record: dict, threshold: float) -> bool:
@@ -203,20 +258,55 @@ def print_table(results: dict[str, list[dict]]) -> None:
     rows = []
     for name, runs in results.items():
         for run in runs:
-            rows.append((TASKS[name].env, run["seed"], f"{TASKS[name].threshold:g}",
-                         f"{run['frames_to_threshold']:,}" if run["frames_to_threshold"] else "not reached",
-                         run["seconds_to_threshold"] if run["seconds_to_threshold"] is not None else "-",
-                         _number(run["final_return"]), _number(run.get("late_return")),
-                         _greedy(run), f"{run['frames']:,}", run["seconds"], anchors[name]["figure"]))
-    print(table(["task", "seed", "threshold", "frames to threshold", "s from launch",
-                 "final return", "last-quarter mean", f"greedy, {EVAL_EPISODES} episodes",
-                 "frames", "run s", "anchor"], rows))
+            rows.append(
+                (
+                    TASKS[name].env,
+                    run["seed"],
+                    f"{TASKS[name].threshold:g}",
+                    f"{run['frames_to_threshold']:,}"
+                    if run["frames_to_threshold"]
+                    else "not reached",
+                    run["seconds_to_threshold"] if run["seconds_to_threshold"] is not None else "-",
+                    _number(run["final_return"]),
+                    _number(run.get("late_return")),
+                    _greedy(run),
+                    f"{run['frames']:,}",
+                    run["seconds"],
+                    anchors[name]["figure"],
+                )
+            )
+    print(
+        table(
+            [
+                "task",
+                "seed",
+                "threshold",
+                "frames to threshold",
+                "s from launch",
+                "final return",
+                "last-quarter mean",
+                f"greedy, {EVAL_EPISODES} episodes",
+                "frames",
+                "run s",
+                "anchor",
+            ],
+            rows,
+        )
+    )
 
 
 # A line style per seed in a figure of several settings: eight that tell apart at a glance
 # (matplotlib's four named ones repeat from a fifth seed on).
-_SEED_STYLES = ("-", "--", ":", "-.", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)), (0, (1, 4)),
-                (0, (8, 2, 1, 2)))
+_SEED_STYLES = (
+    "-",
+    "--",
+    ":",
+    "-.",
+    (0, (5, 1)),
+    (0, (3, 1, 1, 1, 1, 1)),
+    (0, (1, 4)),
+    (0, (8, 2, 1, 2)),
+)
 
 
 def draw(results: dict[str, list[dict]], path: pathlib.Path) -> None:
@@ -229,7 +319,9 @@ def draw(results: dict[str, list[dict]], path: pathlib.Path) -> None:
     # Runs with different training flags (merged settings) get a colour per setting and a line
     # style per seed, so one figure compares settings; one setting (e.g. merged seed batches)
     # keeps a colour per seed.
-    settings = sorted({" ".join(run.get("train_flags", ())) for runs in results.values() for run in runs})
+    settings = sorted(
+        {" ".join(run.get("train_flags", ())) for runs in results.values() for run in runs}
+    )
     seeds = sorted({run["seed"] for runs in results.values() for run in runs})
     for ax, (name, runs) in zip(axes[0], results.items()):
         labelled = set()  # one legend entry per setting: a legend per run hid the curves
@@ -237,10 +329,19 @@ def draw(results: dict[str, list[dict]], path: pathlib.Path) -> None:
             frames, returns = zip(*run["curve"]) if run["curve"] else ((), ())
             setting = " ".join(run.get("train_flags", ()))
             if len(settings) > 1:
-                label = None if setting in labelled else f"{setting or 'defaults'} (a line style per seed)"
+                label = (
+                    None
+                    if setting in labelled
+                    else f"{setting or 'defaults'} (a line style per seed)"
+                )
                 labelled.add(setting)
-                ax.plot(frames, returns, label=label, color=f"C{settings.index(setting) % 10}",
-                        linestyle=_SEED_STYLES[seeds.index(run["seed"]) % len(_SEED_STYLES)])
+                ax.plot(
+                    frames,
+                    returns,
+                    label=label,
+                    color=f"C{settings.index(setting) % 10}",
+                    linestyle=_SEED_STYLES[seeds.index(run["seed"]) % len(_SEED_STYLES)],
+                )
             else:
                 ax.plot(frames, returns, label=f"seed {run['seed']}")
         ax.axhline(TASKS[name].threshold, color="grey", linestyle="--", linewidth=1)
@@ -257,18 +358,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=list(DEFAULT_TASKS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--label", default="defaults", help="names the output files and run folders")
+    parser.add_argument(
+        "--label", default="defaults", help="names the output files and run folders"
+    )
     parser.add_argument("--out", default="runs/benchmarks/learning")
-    parser.add_argument("--merge", nargs="+", metavar="LABEL",
-                        help="run nothing: combine the saved OUT/LABEL.json of earlier invocations "
-                             "(e.g. other seeds) into one table, figure and JSON under --label")
-    parser.add_argument("--evaluate", action="store_true",
-                        help="with --merge: play the merged runs' final checkpoints greedily "
-                             "where their saved results have no such figure")
-    parser.add_argument("--no-evaluate", action="store_true",
-                        help="skip the greedy evaluation after each run")
-    parser.add_argument("--no-record", action="store_true",
-                        help="write no record into the results ledger (benchmarks/results/)")
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="LABEL",
+        help="run nothing: combine the saved OUT/LABEL.json of earlier invocations "
+        "(e.g. other seeds) into one table, figure and JSON under --label",
+    )
+    parser.add_argument(
+        "--evaluate",
+        action="store_true",
+        help="with --merge: play the merged runs' final checkpoints greedily "
+        "where their saved results have no such figure",
+    )
+    parser.add_argument(
+        "--no-evaluate", action="store_true", help="skip the greedy evaluation after each run"
+    )
+    parser.add_argument(
+        "--no-record",
+        action="store_true",
+        help="write no record into the results ledger (benchmarks/results/)",
+    )
     args = parser.parse_args(argv)
     out = pathlib.Path(args.out)
     results: dict[str, list[dict]] = {}
@@ -298,21 +412,33 @@ def main() -> None:
             results.setdefault(name, []).append(run)
             if not args.no_record:
                 record(name, task, run, label=args.label, extra=extra)
-            print(f"  threshold {task.threshold:g}: "
-                  + (f"{run['frames_to_threshold']:,} frames, {run['seconds_to_threshold']} s"
-                     if run["frames_to_threshold"] is not None else "not reached")
-                  + f"; final {run['final_return']}; greedy {_greedy(run)}; run {run['seconds']} s",
-                  flush=True)
+            print(
+                f"  threshold {task.threshold:g}: "
+                + (
+                    f"{run['frames_to_threshold']:,} frames, {run['seconds_to_threshold']} s"
+                    if run["frames_to_threshold"] is not None
+                    else "not reached"
+                )
+                + f"; final {run['final_return']}; greedy {_greedy(run)}; run {run['seconds']} s",
+                flush=True,
+            )
     print()
     print_table(results)
     figure = out / f"{args.label}.png"
     draw(results, figure)
     print(f"wrote {figure}")
-    write_json(str(out / f"{args.label}.json"),
-               {"benchmark": "learning", "label": args.label, "train_flags": extra,
-                "merged_from": args.merge,
-                "tasks": {name: dataclasses.asdict(TASKS[name]) for name in results},
-                "results": results, "cpus": os.cpu_count()})
+    write_json(
+        str(out / f"{args.label}.json"),
+        {
+            "benchmark": "learning",
+            "label": args.label,
+            "train_flags": extra,
+            "merged_from": args.merge,
+            "tasks": {name: dataclasses.asdict(TASKS[name]) for name in results},
+            "results": results,
+            "cpus": os.cpu_count(),
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ import pathlib
 import platform
 import statistics
 import subprocess
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -37,8 +38,10 @@ def code_version(root: pathlib.Path = ROOT) -> dict[str, Any]:
         done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
         return done.stdout.strip() if done.returncode == 0 else ""
 
-    return {"commit": git("rev-parse", "HEAD") or None,
-            "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+    return {
+        "commit": git("rev-parse", "HEAD") or None,
+        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+    }
 
 
 def package_versions() -> dict[str, str | None]:
@@ -62,8 +65,11 @@ def cpu() -> dict[str, Any]:
     except OSError:
         pass
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return {"model": model or platform.processor() or None, "cores": len(os.sched_getaffinity(0)),
-            "memory_gib": round(memory, 1)}
+    return {
+        "model": model or platform.processor() or None,
+        "cores": len(os.sched_getaffinity(0)),
+        "memory_gib": round(memory, 1),
+    }
 
 
 def record_name(record: dict[str, Any]) -> str:
@@ -73,21 +79,36 @@ def record_name(record: dict[str, Any]) -> str:
     return f"{stamp}-{commit}-{record['label']}-s{record['seed']}.json"
 
 
-def write_record(*, benchmark: str, task: str, label: str, seed: int, command: list[str],
-                 figures: dict[str, Any], curve: list[tuple[int, float]] | None = None,
-                 settings: dict[str, Any] | None = None,
-                 results: pathlib.Path = RESULTS) -> pathlib.Path:
+def write_record(
+    *,
+    benchmark: str,
+    task: str,
+    label: str,
+    seed: int,
+    command: list[str],
+    figures: dict[str, Any],
+    curve: list[tuple[int, float]] | None = None,
+    settings: dict[str, Any] | None = None,
+    results: pathlib.Path = RESULTS,
+) -> pathlib.Path:
     """Writes one run's record to `results/BENCHMARK/TASK/` and returns its path.
 
     `command` is the command line as run (paths made relative to the checkout), `figures`
     the run's measurements, `curve` (frames, mean return) pairs, `settings` whatever else
     defines the run (a threshold, the train flags)."""
     record = {
-        "benchmark": benchmark, "task": task, "label": label, "seed": seed,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "benchmark": benchmark,
+        "task": task,
+        "label": label,
+        "seed": seed,
+        # timezone.utc, not its upper-case alias: tests/test_docs.py bans that word in source.
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),  # noqa: UP017
         "command": [_relative(part) for part in command],
-        "code": code_version(), "versions": package_versions(), "cpu": cpu(),
-        "settings": settings or {}, "figures": figures,
+        "code": code_version(),
+        "versions": package_versions(),
+        "cpu": cpu(),
+        "settings": settings or {},
+        "figures": figures,
         "curve": [[int(frames), value] for frames, value in curve or ()],
     }
     path = results / benchmark / task / record_name(record)
@@ -99,7 +120,7 @@ def write_record(*, benchmark: str, task: str, label: str, seed: int, command: l
 def _relative(part: str | os.PathLike) -> str:
     text = str(part)
     prefix = str(ROOT) + os.sep
-    return text[len(prefix):] if text.startswith(prefix) else text
+    return text[len(prefix) :] if text.startswith(prefix) else text
 
 
 def load_records(benchmark: str, results: pathlib.Path = RESULTS) -> list[dict[str, Any]]:
@@ -122,8 +143,14 @@ def newest_batch(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     if not records:
         return []
     newest = max(records, key=lambda r: r["date"])
-    return sorted((r for r in records if r["label"] == newest["label"]
-                   and r["code"]["commit"] == newest["code"]["commit"]), key=lambda r: r["seed"])
+    return sorted(
+        (
+            r
+            for r in records
+            if r["label"] == newest["label"] and r["code"]["commit"] == newest["code"]["commit"]
+        ),
+        key=lambda r: r["seed"],
+    )
 
 
 def spread(values: Iterable[float | None]) -> dict[str, Any] | None:
@@ -131,5 +158,9 @@ def spread(values: Iterable[float | None]) -> dict[str, Any] | None:
     known = [v for v in values if v is not None]
     if not known:
         return None
-    return {"median": statistics.median(known), "low": min(known), "high": max(known),
-            "count": len(known)}
+    return {
+        "median": statistics.median(known),
+        "low": min(known),
+        "high": max(known),
+        "count": len(known),
+    }

@@ -1,4 +1,5 @@
-"""Frames and wall seconds until MinAtar Breakout's last-100-episode mean return reaches given scores.
+"""Frames and wall seconds until MinAtar Breakout's last-100-episode mean return reaches
+given scores.
 
     .venv/bin/python benchmarks/minatar_breakout.py [--seed 1] [--total-frames 15000000]
         [--target-return R] [--out runs/benchmarks/minatar_breakout.json]
@@ -37,44 +38,86 @@ SETTINGS = {"learning_rate": 3e-3, "envs_per_actor": 64, "unroll_length": 20, "b
 
 def first_reaching(records: list[dict], score: float) -> dict | None:
     """The first metrics record whose last-100-episode mean return is >= `score`."""
-    return next((r for r in records
-                 if r["episode_return_mean"] is not None and r["episode_return_mean"] >= score), None)
+    return next(
+        (
+            r
+            for r in records
+            if r["episode_return_mean"] is not None and r["episode_return_mean"] >= score
+        ),
+        None,
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--num-actors", type=int, default=2)
     parser.add_argument("--total-frames", type=int, default=15_000_000)
     parser.add_argument("--learning-rate", type=float, default=SETTINGS["learning_rate"])
-    parser.add_argument("--target-return", type=float, default=None,
-                        help="also report frames and seconds to this score (e.g. a published one)")
+    parser.add_argument(
+        "--target-return",
+        type=float,
+        default=None,
+        help="also report frames and seconds to this score (e.g. a published one)",
+    )
     parser.add_argument("--out", default="runs/benchmarks/minatar_breakout.json")
     args = parser.parse_args()
-    config = TrainConfig.from_keys(dict(SETTINGS, env=ENV, num_actors=args.num_actors,
-                                        total_frames=args.total_frames, seed=args.seed,
-                                        learning_rate=args.learning_rate))
+    config = TrainConfig.from_keys(
+        dict(
+            SETTINGS,
+            env=ENV,
+            num_actors=args.num_actors,
+            total_frames=args.total_frames,
+            seed=args.seed,
+            learning_rate=args.learning_rate,
+        )
+    )
     result = train(config)  # the records it returns are all the JSON needs: no logdir
-    scores = sorted(set(THRESHOLDS) | ({args.target_return} if args.target_return is not None else set()))
+    scores = sorted(
+        set(THRESHOLDS) | ({args.target_return} if args.target_return is not None else set())
+    )
     rows, reached = [], []
     for score in scores:
         hit = first_reaching(result.records, score)
-        reached.append({"return": score, "frames": hit["frames"] if hit else None,
-                        "seconds": hit["wall_s"] if hit else None})
-        rows.append((f"{score:g}" + (" (target)" if score == args.target_return else ""),
-                     f"{hit['frames']:,}" if hit else "not reached",
-                     f"{hit['wall_s']:.0f}" if hit else "-"))
-    best = max((r["episode_return_mean"] for r in result.records if r["episode_return_mean"] is not None),
-               default=None)
+        reached.append(
+            {
+                "return": score,
+                "frames": hit["frames"] if hit else None,
+                "seconds": hit["wall_s"] if hit else None,
+            }
+        )
+        rows.append(
+            (
+                f"{score:g}" + (" (target)" if score == args.target_return else ""),
+                f"{hit['frames']:,}" if hit else "not reached",
+                f"{hit['wall_s']:.0f}" if hit else "-",
+            )
+        )
+    best = max(
+        (r["episode_return_mean"] for r in result.records if r["episode_return_mean"] is not None),
+        default=None,
+    )
     last = result.records[-1] if result.records else {}
     print()
     print(table(["mean return (last 100 episodes)", "frames", "seconds"], rows))
-    print(f"\nfinal mean return {result.episode_return_mean}, best {best}, "
-          f"{last.get('frames', 0):,} frames in {result.wall_s:.0f} s "
-          f"({last.get('frames', 0) / max(result.wall_s, 1e-9):,.0f} frames/s overall)")
-    write_json(args.out, {"benchmark": "minatar_breakout", "machine": machine(), "config": config.to_json(),
-                          "reached": reached, "final_return": result.episode_return_mean, "best_return": best,
-                          "run_seconds": round(result.wall_s, 1), "records": result.records})
+    print(
+        f"\nfinal mean return {result.episode_return_mean}, best {best}, "
+        f"{last.get('frames', 0):,} frames in {result.wall_s:.0f} s "
+        f"({last.get('frames', 0) / max(result.wall_s, 1e-9):,.0f} frames/s overall)"
+    )
+    write_json(
+        args.out,
+        {
+            "benchmark": "minatar_breakout",
+            "machine": machine(),
+            "config": config.to_json(),
+            "reached": reached,
+            "final_return": result.episode_return_mean,
+            "best_return": best,
+            "run_seconds": round(result.wall_s, 1),
+            "records": result.records,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -27,8 +27,13 @@ import numpy as np
 
 # Blackjack: an infinite deck, a card's value 1 (ace) to 10; 10, J, Q, K are 10.
 CARDS = {card: (4 / 13 if card == 10 else 1 / 13) for card in range(1, 11)}
-TABULAR = {"FrozenLake-v1": 100, "FrozenLake8x8-v1": 200, "Taxi-v4": 200, "CliffWalking-v1": 1000,
-           "CliffWalkingSlippery-v1": 1000}
+TABULAR = {
+    "FrozenLake-v1": 100,
+    "FrozenLake8x8-v1": 200,
+    "Taxi-v4": 200,
+    "CliffWalking-v1": 1000,
+    "CliffWalkingSlippery-v1": 1000,
+}
 
 
 def tabular_optimum(env_id: str, horizon: int) -> tuple[float, np.ndarray]:
@@ -52,7 +57,7 @@ def _hand_value(total: int, ace: bool) -> int:
     return total + 10 if ace and total + 10 <= 21 else total
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _dealer_finals(total: int, ace: bool) -> tuple[tuple[int, float], ...]:
     """The dealer's final hand value (0: bust) and its probability, drawing below 17."""
     value = _hand_value(total, ace)
@@ -66,25 +71,30 @@ def _dealer_finals(total: int, ace: bool) -> tuple[tuple[int, float], ...]:
 
 
 def blackjack_stick_value(player: int, dealer_card: int) -> float:
-    return sum(q * ((player > final) - (player < final))
-               for final, q in _dealer_finals(dealer_card, dealer_card == 1))
+    return sum(
+        q * ((player > final) - (player < final))
+        for final, q in _dealer_finals(dealer_card, dealer_card == 1)
+    )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def blackjack_value(total: int, ace: bool, dealer_card: int) -> float:
     """The optimal expected return of a player's hand (aces counted 1 in `total`)."""
     value = _hand_value(total, ace)
     if value > 21:
         return -1.0
-    hit = sum(p * blackjack_value(total + card, ace or card == 1, dealer_card)
-              for card, p in CARDS.items())
+    hit = sum(
+        p * blackjack_value(total + card, ace or card == 1, dealer_card)
+        for card, p in CARDS.items()
+    )
     return max(blackjack_stick_value(value, dealer_card), hit)
 
 
 def blackjack_hits(total: int, ace: bool, dealer_card: int) -> bool:
     """Whether the optimal policy hits on this hand."""
     return blackjack_value(total, ace, dealer_card) > blackjack_stick_value(
-        _hand_value(total, ace), dealer_card)
+        _hand_value(total, ace), dealer_card
+    )
 
 
 def _dealer_natural(dealer_card: int) -> float:
@@ -101,8 +111,9 @@ def blackjack_optimum() -> float:
 
     registered = gymnasium.spec("Blackjack-v1").kwargs
     if registered != {"sab": True, "natural": False}:
-        raise RuntimeError(f"Blackjack-v1 is registered with {registered}; this DP assumes "
-                           "sab=True, natural=False")
+        raise RuntimeError(
+            f"Blackjack-v1 is registered with {registered}; this DP assumes sab=True, natural=False"
+        )
     total = 0.0
     for a, b, d in itertools.product(CARDS, CARDS, CARDS):
         natural = sorted((a, b)) == [1, 10]
@@ -115,8 +126,10 @@ def main() -> None:
     print("| task | optimal expected return | how |")
     print("|---|---|---|")
     for env_id, horizon in TABULAR.items():
-        print(f"| {env_id} | {tabular_optimum(env_id, horizon)[0]:.3f} | "
-              f"backward induction over env.unwrapped.P, {horizon} steps |")
+        print(
+            f"| {env_id} | {tabular_optimum(env_id, horizon)[0]:.3f} | "
+            f"backward induction over env.unwrapped.P, {horizon} steps |"
+        )
     print(f"| Blackjack-v1 | {blackjack_optimum():.3f} | backward induction over its rules |")
 
 

@@ -1,6 +1,7 @@
-"""A long, resumable Pong run with the `atari` preset: mean return vs env frames.
+r"""A long, resumable Pong run with the `atari` preset: mean return vs env frames.
 
-    .venv/bin/python benchmarks/pong.py --logdir runs/pong [--total-frames 20000000] [-- TRAIN FLAGS]
+    .venv/bin/python benchmarks/pong.py --logdir runs/pong [--total-frames 20000000] \
+        [-- TRAIN FLAGS]
     .venv/bin/python benchmarks/pong.py --compare runs/pong runs/other --out comparison.png
 
 Starts `impala-rep train --env ALE/Pong-v5 --preset atari --num-actors 2` in
@@ -57,21 +58,34 @@ def plot_comparison(logdirs: list[str], out: str) -> pathlib.Path:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     envs = []  # the title names the runs' own envs, not "Pong" whatever they are
     for logdir in logdirs:
-        config = TrainConfig.from_json(json.loads((pathlib.Path(logdir) / "config.json").read_text()))
+        config = TrainConfig.from_json(
+            json.loads((pathlib.Path(logdir) / "config.json").read_text())
+        )
         envs += [config.env.id] if config.env.id not in envs else []
-        points = [(r["frames"], r["episode_return_mean"]) for r in read_metrics(logdir)
-                  if r["episode_return_mean"] is not None]
+        points = [
+            (r["frames"], r["episode_return_mean"])
+            for r in read_metrics(logdir)
+            if r["episode_return_mean"] is not None
+        ]
         optimizer = config.optimizer
         # The optimizer's own epsilon: the other one is not used by the run.
-        epsilon = (optimizer.rmsprop_epsilon if optimizer.optimizer == "rmsprop"
-                   else optimizer.adam_epsilon)
-        label = (f"{config.env.id}, {config.actors.num_actors}x{config.actors.envs_per_actor} envs, "
-                 f"B={config.learner.batch_size}, {config.learner.passes} pass(es), "
-                 f"{optimizer.optimizer} lr {optimizer.learning_rate:g} eps {epsilon:g}, "
-                 f"seed {config.run.seed}")
+        epsilon = (
+            optimizer.rmsprop_epsilon
+            if optimizer.optimizer == "rmsprop"
+            else optimizer.adam_epsilon
+        )
+        label = (
+            f"{config.env.id}, {config.actors.num_actors}x{config.actors.envs_per_actor} envs, "
+            f"B={config.learner.batch_size}, {config.learner.passes} pass(es), "
+            f"{optimizer.optimizer} lr {optimizer.learning_rate:g} eps {epsilon:g}, "
+            f"seed {config.run.seed}"
+        )
         ax.plot([f / 1e6 for f, _ in points], [m for _, m in points], label=label)
-    ax.set(xlabel="env frames (millions)", ylabel="mean return (last 100 episodes)",
-           title=", ".join(envs))
+    ax.set(
+        xlabel="env frames (millions)",
+        ylabel="mean return (last 100 episodes)",
+        title=", ".join(envs),
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -87,10 +101,18 @@ def main() -> int:
     parser.add_argument("--logdir", default="runs/pong")
     parser.add_argument("--total-frames", type=int, default=20_000_000)
     parser.add_argument("--num-actors", type=int, default=2)
-    parser.add_argument("train_flags", nargs="*", metavar="-- TRAIN FLAGS",
-                        help="more `impala-rep train` flags for a new run (after `--`)")
-    parser.add_argument("--compare", nargs="+", metavar="LOGDIR",
-                        help="train nothing: draw these runs' return vs frames into --out")
+    parser.add_argument(
+        "train_flags",
+        nargs="*",
+        metavar="-- TRAIN FLAGS",
+        help="more `impala-rep train` flags for a new run (after `--`)",
+    )
+    parser.add_argument(
+        "--compare",
+        nargs="+",
+        metavar="LOGDIR",
+        help="train nothing: draw these runs' return vs frames into --out",
+    )
     parser.add_argument("--out", default="runs/pong-comparison.png")
     args = parser.parse_args()
     if args.compare:
@@ -99,14 +121,31 @@ def main() -> int:
     if (pathlib.Path(args.logdir) / "checkpoints" / "checkpoint").is_file():
         argv = ["train", "--resume", args.logdir, "--total-frames", str(args.total_frames)]
     else:
-        argv = ["train", "--env", "ALE/Pong-v5", "--preset", "atari", "--num-actors",
-                str(args.num_actors), "--total-frames", str(args.total_frames),
-                "--checkpoint-every", "300", "--logdir", args.logdir, *args.train_flags]
+        argv = [
+            "train",
+            "--env",
+            "ALE/Pong-v5",
+            "--preset",
+            "atari",
+            "--num-actors",
+            str(args.num_actors),
+            "--total-frames",
+            str(args.total_frames),
+            "--checkpoint-every",
+            "300",
+            "--logdir",
+            args.logdir,
+            *args.train_flags,
+        ]
     print("impala-rep " + " ".join(argv))
     code = cli_main(argv)
     print()
-    print(table(["env frames", "mean return (last 100 episodes)", "wall h (all sessions)"],
-                returns_by_million(args.logdir)))
+    print(
+        table(
+            ["env frames", "mean return (last 100 episodes)", "wall h (all sessions)"],
+            returns_by_million(args.logdir),
+        )
+    )
     for path in plot_run(args.logdir):
         print(path)
     return code

@@ -71,30 +71,59 @@ def run_rllib(python: pathlib.Path, seed: int, seconds: float) -> dict:
     launch = time.time()
     # Bounded: an iteration takes seconds, so a peer still running long after its time is stuck
     # (as one is with one CPU slot per core: its learner's aggregator never starts).
-    process = subprocess.run([str(python), str(PEER), "--launch", str(launch), "--seconds",
-                              str(seconds), "--target", str(TARGET), "--seed", str(seed)],
-                             capture_output=True, text=True, timeout=seconds + 300)
+    process = subprocess.run(
+        [
+            str(python),
+            str(PEER),
+            "--launch",
+            str(launch),
+            "--seconds",
+            str(seconds),
+            "--target",
+            str(TARGET),
+            "--seed",
+            str(seed),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=seconds + 300,
+    )
     wall_s = time.time() - launch
     records = [json.loads(line) for line in process.stdout.splitlines() if line.startswith("{")]
     if process.returncode != 0 or len(records) < 2:  # a rate needs two iterations
-        raise SystemExit(f"the RLlib run failed (exit {process.returncode}):\n{process.stderr[-3000:]}")
-    rates = [(b["frames"] - a["frames"]) / (b["s"] - a["s"])
-             for a, b in zip(records, records[1:]) if b["s"] > a["s"]]
+        raise SystemExit(
+            f"the RLlib run failed (exit {process.returncode}):\n{process.stderr[-3000:]}"
+        )
+    rates = [
+        (b["frames"] - a["frames"]) / (b["s"] - a["s"])
+        for a, b in zip(records, records[1:])
+        if b["s"] > a["s"]
+    ]
     hit = next((r for r in records if r["return"] is not None and r["return"] >= TARGET), None)
-    return {"seed": seed, "median_env_fps": statistics.median(rates),
-            "fps_from_launch": records[-1]["frames"] / wall_s, "frames": records[-1]["frames"],
-            "seconds": wall_s, "final_return": records[-1]["return"],
-            "frames_to_475": hit and hit["frames"], "seconds_to_475": hit and round(hit["s"], 1)}
+    return {
+        "seed": seed,
+        "median_env_fps": statistics.median(rates),
+        "fps_from_launch": records[-1]["frames"] / wall_s,
+        "frames": records[-1]["frames"],
+        "seconds": wall_s,
+        "final_return": records[-1]["return"],
+        "frames_to_475": hit and hit["frames"],
+        "seconds_to_475": hit and round(hit["s"], 1),
+    }
 
 
 def run_ours(seed: int, logdir: pathlib.Path, extra: list[str]) -> dict:
     result = run_one(TASKS["cartpole"], seed, logdir, ["--num-actors", "2", *extra])
-    return {"seed": seed,
-            "median_env_fps": statistics.median(r["env_fps"] for r in read_metrics(logdir)),
-            "fps_from_launch": result["frames_per_s_from_launch"], "frames": result["frames"],
-            "seconds": result["seconds"], "final_return": result["final_return"],
-            "frames_to_475": result["frames_to_threshold"],
-            "seconds_to_475": result["seconds_to_threshold"]}
+    return {
+        "seed": seed,
+        "median_env_fps": statistics.median(r["env_fps"] for r in read_metrics(logdir)),
+        "fps_from_launch": result["frames_per_s_from_launch"],
+        "frames": result["frames"],
+        "seconds": result["seconds"],
+        "final_return": result["final_return"],
+        "frames_to_475": result["frames_to_threshold"],
+        "seconds_to_475": result["seconds_to_threshold"],
+    }
 
 
 def main() -> None:
@@ -117,18 +146,55 @@ def main() -> None:
         ours = run_ours(seed, logdir, extra)
         results.append({"seed": seed, "rllib": peer, "ours": ours})
         for name, r in (("RLlib IMPALA", peer), ("impala-rep", ours)):
-            rows.append([name, seed, f"{r['median_env_fps']:,.0f}", f"{r['fps_from_launch']:,.0f}",
-                         f"{r['frames']:,}", f"{r['seconds']:.0f}", r["final_return"],
-                         f"{r['frames_to_475']:,}" if r["frames_to_475"] else "not reached",
-                         r["seconds_to_475"] or "–"])
-        rows.append(["ratio", seed, f"{ours['median_env_fps'] / peer['median_env_fps']:.1f}×",
-                     f"{ours['fps_from_launch'] / peer['fps_from_launch']:.1f}×", "", "", "", "",
-                     (f"{peer['seconds_to_475'] / ours['seconds_to_475']:.1f}× sooner"
-                      if peer["seconds_to_475"] and ours["seconds_to_475"] else "")])
-    print(table(["system", "seed", "median env frames/s", "frames/s from launch", "frames",
-                 "run s", "final return", "frames to 475", "s to 475 from launch"], rows))
-    write_json(str(out) + ".json", {"machine": _common.machine(), "our_flags": extra,
-                                    "results": results})
+            rows.append(
+                [
+                    name,
+                    seed,
+                    f"{r['median_env_fps']:,.0f}",
+                    f"{r['fps_from_launch']:,.0f}",
+                    f"{r['frames']:,}",
+                    f"{r['seconds']:.0f}",
+                    r["final_return"],
+                    f"{r['frames_to_475']:,}" if r["frames_to_475"] else "not reached",
+                    r["seconds_to_475"] or "–",
+                ]
+            )
+        rows.append(
+            [
+                "ratio",
+                seed,
+                f"{ours['median_env_fps'] / peer['median_env_fps']:.1f}×",
+                f"{ours['fps_from_launch'] / peer['fps_from_launch']:.1f}×",
+                "",
+                "",
+                "",
+                "",
+                (
+                    f"{peer['seconds_to_475'] / ours['seconds_to_475']:.1f}× sooner"
+                    if peer["seconds_to_475"] and ours["seconds_to_475"]
+                    else ""
+                ),
+            ]
+        )
+    print(
+        table(
+            [
+                "system",
+                "seed",
+                "median env frames/s",
+                "frames/s from launch",
+                "frames",
+                "run s",
+                "final return",
+                "frames to 475",
+                "s to 475 from launch",
+            ],
+            rows,
+        )
+    )
+    write_json(
+        str(out) + ".json", {"machine": _common.machine(), "our_flags": extra, "results": results}
+    )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Soak: training for a set time while actors are SIGKILLed at random; learner steps, actor
 restarts and the memory (RSS) of every process of the run, peak and final.
 
-    .venv/bin/python benchmarks/soak.py [--minutes 10] [--kill-every 60] [--out runs/benchmarks/soak.json]
+    .venv/bin/python benchmarks/soak.py [--minutes 10] [--kill-every 60] \\
+        [--out runs/benchmarks/soak.json]
 
 Runs `impala-rep train` (CartPole, 2 actors, embedded Ray) as a subprocess,
 samples the RSS of it and all its descendants (Ray's own processes, the
@@ -53,6 +54,7 @@ def memory_growth(samples: list[dict], seconds: float) -> dict[str, float]:
     one actor's memory until its replacement has loaded TensorFlow, and a mean would then
     depend on when the kills fell rather than on whether memory grows.
     """
+
     def quarter(key, low, high):
         return _p90([s[key] for s in samples if low <= s["t"] / seconds < high])
 
@@ -94,9 +96,24 @@ def main() -> int:
     args = parser.parse_args()
     rng = random.Random(args.seed)
     logdir = pathlib.Path(tempfile.mkdtemp(prefix="soak-")) / "run"
-    command = [sys.executable, "-m", "impala_rep", "train", "--env", "CartPole-v1",
-               "--num-actors", str(args.num_actors), "--total-frames", str(10**12),
-               "--checkpoint-every", "60", "--max-actor-failures", "1000", "--logdir", str(logdir)]
+    command = [
+        sys.executable,
+        "-m",
+        "impala_rep",
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--num-actors",
+        str(args.num_actors),
+        "--total-frames",
+        str(10**12),
+        "--checkpoint-every",
+        "60",
+        "--max-actor-failures",
+        "1000",
+        "--logdir",
+        str(logdir),
+    ]
     print(" ".join(command[1:]))
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     start = time.monotonic()
@@ -114,8 +131,12 @@ def main() -> int:
                     kills.append(now - start)
                 next_kill = now + rng.expovariate(1 / args.kill_every)
             samples.append({"t": now - start, **sample(process.pid)})
-            print(f"\r[{(now - start) / 60:5.1f}/{args.minutes:g} min] RSS total "
-                  f"{samples[-1]['total']:7.0f} MiB, kills {len(kills)}", end="", flush=True)
+            print(
+                f"\r[{(now - start) / 60:5.1f}/{args.minutes:g} min] RSS total "
+                f"{samples[-1]['total']:7.0f} MiB, kills {len(kills)}",
+                end="",
+                flush=True,
+            )
             time.sleep(min(_SAMPLE_EVERY_S, max(0.0, end - time.monotonic())))
         print()
         process.send_signal(signal.SIGINT)
@@ -126,21 +147,32 @@ def main() -> int:
     records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
     last = records[-1]
     result = {
-        "minutes": args.minutes, "kills": len(kills), "exit_code": exit_code,
-        "learner_steps": last["learner_steps"], "frames": last["frames"],
-        "actor_restarts": last["actor_restarts"], "final_return": last["episode_return_mean"],
+        "minutes": args.minutes,
+        "kills": len(kills),
+        "exit_code": exit_code,
+        "learner_steps": last["learner_steps"],
+        "frames": last["frames"],
+        "actor_restarts": last["actor_restarts"],
+        "final_return": last["episode_return_mean"],
         "peak_rss_mib": round(max(s["total"] for s in samples), 1),
         "final_rss_mib": round(samples[-1]["total"], 1),
         **memory_growth(samples, 60 * args.minutes),
-        "peak_rss_mib_by_role": {k: round(max(s[k] for s in samples), 1)
-                                 for k in ("driver", "learner", "actor", "ray")},
-        "final_rss_mib_by_role": {k: round(samples[-1][k], 1) for k in ("driver", "learner", "actor", "ray")},
+        "peak_rss_mib_by_role": {
+            k: round(max(s[k] for s in samples), 1) for k in ("driver", "learner", "actor", "ray")
+        },
+        "final_rss_mib_by_role": {
+            k: round(samples[-1][k], 1) for k in ("driver", "learner", "actor", "ray")
+        },
         "accounting_ok": last["frames_produced"] == last["frames"] + last["frames_queued"],
     }
     rows = [(key, value) for key, value in result.items() if not isinstance(value, dict)]
-    rows += [(f"peak / final RSS, {k} (MiB)",
-              f"{result['peak_rss_mib_by_role'][k]:,.0f} / {result['final_rss_mib_by_role'][k]:,.0f}")
-             for k in ("driver", "learner", "actor", "ray")]
+    rows += [
+        (
+            f"peak / final RSS, {k} (MiB)",
+            f"{result['peak_rss_mib_by_role'][k]:,.0f} / {result['final_rss_mib_by_role'][k]:,.0f}",
+        )
+        for k in ("driver", "learner", "actor", "ray")
+    ]
     print(table(["measure", "value"], rows))
     out = pathlib.Path(args.out)
     write_json(str(out), {"benchmark": "soak", **result, "samples": samples, "kill_times_s": kills})

@@ -34,8 +34,19 @@ _SAMPLE_EVERY_S = 0.1
 
 
 def one_start(argv: list[str], logdir: pathlib.Path) -> dict[str, float]:
-    command = [sys.executable, "-m", "impala_rep", "train", *argv, "--total-frames", "300000",
-               "--report-every", "0.2", "--logdir", str(logdir)]
+    command = [
+        sys.executable,
+        "-m",
+        "impala_rep",
+        "train",
+        *argv,
+        "--total-frames",
+        "300000",
+        "--report-every",
+        "0.2",
+        "--logdir",
+        str(logdir),
+    ]
     launch = time.monotonic()
     with tempfile.TemporaryFile("w+") as stderr:  # a file: a pipe nobody reads can fill up
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, text=True)
@@ -57,8 +68,10 @@ def one_start(argv: list[str], logdir: pathlib.Path) -> dict[str, float]:
                 process.wait()
         if "first trained frame" not in seen:
             stderr.seek(0)
-            raise SystemExit(f"the run ended before training (exit {process.returncode}):\n"
-                             f"{stderr.read()[-2000:]}")
+            raise SystemExit(
+                f"the run ended before training (exit {process.returncode}):\n"
+                f"{stderr.read()[-2000:]}"
+            )
     return seen
 
 
@@ -80,17 +93,46 @@ def main() -> int:
         finally:
             shutil.rmtree(logdir.parent, ignore_errors=True)
         runs.append(seen)
-        rows.append([repeat + 1, *(f"{seen.get(s, float('nan')):.1f}" for s in stages),
-                     f"{seen['first trained frame'] / budget:.2f}"])
+        rows.append(
+            [
+                repeat + 1,
+                *(f"{seen.get(s, float('nan')):.1f}" for s in stages),
+                f"{seen['first trained frame'] / budget:.2f}",
+            ]
+        )
     firsts = [r["first trained frame"] for r in runs]
-    print(f"Ray start {costs['ray_start_s']:.1f} s + one TensorFlow import {costs['tf_import_s']:.1f} s "
-          f"= {budget:.1f} s (each in a new process)")
-    print(table(["run", "Ray's first process (s)", "the learner's", "an actor's",
-                 "first trained frame", "÷ (Ray start + TF import)"], rows))
-    print(f"first trained frame: median {statistics.median(firsts):.1f} s = "
-          f"{statistics.median(firsts) / budget:.2f}× (target ≤ 2×)")
-    write_json(args.out, {"benchmark": "startup", "env": args.env, "flags": extra,
-                          "machine": machine(), "costs": costs, "runs": runs})
+    print(
+        f"Ray start {costs['ray_start_s']:.1f} s + one TensorFlow import "
+        f"{costs['tf_import_s']:.1f} s = {budget:.1f} s (each in a new process)"
+    )
+    print(
+        table(
+            [
+                "run",
+                "Ray's first process (s)",
+                "the learner's",
+                "an actor's",
+                "first trained frame",
+                "÷ (Ray start + TF import)",
+            ],
+            rows,
+        )
+    )
+    print(
+        f"first trained frame: median {statistics.median(firsts):.1f} s = "
+        f"{statistics.median(firsts) / budget:.2f}× (target ≤ 2×)"
+    )
+    write_json(
+        args.out,
+        {
+            "benchmark": "startup",
+            "env": args.env,
+            "flags": extra,
+            "machine": machine(),
+            "costs": costs,
+            "runs": runs,
+        },
+    )
     return 0
 
 

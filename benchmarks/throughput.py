@@ -43,7 +43,7 @@ def raw_env_fps(env_id: str, num_envs: int, seconds: float = 3.0) -> float:
 
 
 def steady(records, key):
-    tail = records[len(records) // 3:] or records
+    tail = records[len(records) // 3 :] or records
     return float(np.mean([r[key] for r in tail if r[key] is not None]))
 
 
@@ -56,25 +56,66 @@ def measure(*, name: str, settings: dict, actor_counts, frames: int, out: str) -
     results = []
     for actors in actor_counts:
         with tempfile.TemporaryDirectory() as logdir:
-            config = TrainConfig.from_keys({**settings, "num_actors": actors, "total_frames": frames,
-                                            "logdir": logdir + "/run"})
+            config = TrainConfig.from_keys(
+                {
+                    **settings,
+                    "num_actors": actors,
+                    "total_frames": frames,
+                    "logdir": logdir + "/run",
+                }
+            )
             result = train(config)
         busy = steady(result.records, "learner_busy_fraction")
-        results.append({"actors": actors, "env_fps": round(steady(result.records, "env_fps")),
-                        "learner_fps": round(steady(result.records, "learner_fps")),
-                        "learner_busy_fraction": round(busy, 3), "learner_wait_fraction": round(1 - busy, 3),
-                        "queue_size_mean": round(steady(result.records, "queue_size"), 2),
-                        "policy_lag_mean": round(steady(result.records, "policy_lag_mean"), 2),
-                        "final_return": result.episode_return_mean})
+        results.append(
+            {
+                "actors": actors,
+                "env_fps": round(steady(result.records, "env_fps")),
+                "learner_fps": round(steady(result.records, "learner_fps")),
+                "learner_busy_fraction": round(busy, 3),
+                "learner_wait_fraction": round(1 - busy, 3),
+                "queue_size_mean": round(steady(result.records, "queue_size"), 2),
+                "policy_lag_mean": round(steady(result.records, "policy_lag_mean"), 2),
+                "final_return": result.episode_return_mean,
+            }
+        )
     print()
     print(f"raw env stepping, same run: {raw:,.0f} frames/s per process")
-    print(table(["actors", "env frames/s", "learner frames/s", "learner busy", "learner waits",
-                 "queue (mean)", "policy lag"],
-                [(r["actors"], f"{r['env_fps']:,}", f"{r['learner_fps']:,}", f"{r['learner_busy_fraction']:.0%}",
-                  f"{r['learner_wait_fraction']:.0%}", r["queue_size_mean"], r["policy_lag_mean"])
-                 for r in results]))
-    write_json(out, {"benchmark": name, "machine": machine(), "raw_env_fps": round(raw),
-                     "settings": defaults.to_json(), "frames_per_run": frames, "results": results})
+    print(
+        table(
+            [
+                "actors",
+                "env frames/s",
+                "learner frames/s",
+                "learner busy",
+                "learner waits",
+                "queue (mean)",
+                "policy lag",
+            ],
+            [
+                (
+                    r["actors"],
+                    f"{r['env_fps']:,}",
+                    f"{r['learner_fps']:,}",
+                    f"{r['learner_busy_fraction']:.0%}",
+                    f"{r['learner_wait_fraction']:.0%}",
+                    r["queue_size_mean"],
+                    r["policy_lag_mean"],
+                )
+                for r in results
+            ],
+        )
+    )
+    write_json(
+        out,
+        {
+            "benchmark": name,
+            "machine": machine(),
+            "raw_env_fps": round(raw),
+            "settings": defaults.to_json(),
+            "frames_per_run": frames,
+            "results": results,
+        },
+    )
 
 
 def main() -> None:
@@ -85,8 +126,13 @@ def main() -> None:
     parser.add_argument("--out", default="runs/benchmarks/throughput.json")
     args = parser.parse_args()
     settings = {} if args.passes is None else {"passes": args.passes}
-    measure(name="throughput", settings=settings, actor_counts=args.actors, frames=args.frames,
-            out=args.out)
+    measure(
+        name="throughput",
+        settings=settings,
+        actor_counts=args.actors,
+        frames=args.frames,
+        out=args.out,
+    )
 
 
 if __name__ == "__main__":

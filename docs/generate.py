@@ -25,7 +25,8 @@ import os
 import pathlib
 import re
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -50,6 +51,7 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
 
 # --- the command line ---------------------------------------------------------------------
 
+
 def _allowed(field) -> str:
     from impala_rep.run.flags import accepted_values
 
@@ -63,8 +65,11 @@ def _preset_values(key: str) -> str:
     from impala_rep.presets import PRESETS, env_family_defaults
     from impala_rep.run.flags import format_value
 
-    parts = [f"{name}: `{format_value(values[key])}`" for name, values in sorted(PRESETS.items())
-             if key in values]
+    parts = [
+        f"{name}: `{format_value(values[key])}`"
+        for name, values in sorted(PRESETS.items())
+        if key in values
+    ]
     family = env_family_defaults("MinAtar/")
     if key in family:
         parts.append(f"MinAtar ids: `{format_value(family[key])}`")
@@ -76,12 +81,18 @@ def cli_reference() -> str:
 
     parser = build_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    out = [BANNER.format(source="the config's fields and the `impala-rep` parser"),
-           "# Command line\n\n",
-           "`impala-rep COMMAND --help` prints the same. Every command exits with one of the "
-           "[exit codes](exit-codes.md).\n\n"]
-    out.append(_table(["command", "what it does"],
-                      [[f"[`{c.dest}`](#{c.dest})", c.help] for c in commands._choices_actions]))
+    out = [
+        BANNER.format(source="the config's fields and the `impala-rep` parser"),
+        "# Command line\n\n",
+        "`impala-rep COMMAND --help` prints the same. Every command exits with one of the "
+        "[exit codes](exit-codes.md).\n\n",
+    ]
+    out.append(
+        _table(
+            ["command", "what it does"],
+            [[f"[`{c.dest}`](#{c.dest})", c.help] for c in commands._choices_actions],
+        )
+    )
     for name, sub in commands.choices.items():
         out.append(f"\n## {name}\n\n```text\n{_usage(sub)}\n```\n\n")
         if name == "train":
@@ -118,10 +129,12 @@ def _train_reference(sub: argparse.ArgumentParser) -> str:
 
     auto = {rule.key: rule for rule in AUTO_RULES}
     defaults = TrainConfig()
-    out = ["Flags are grouped by what they configure. *Auto* settings are decided when the run "
-           "starts, from the env's observations and the learner's layout, and config.json holds "
-           "the value chosen. *On resume* says what `--resume` does with a setting it does not "
-           "simply take as given.\n\n"]
+    out = [
+        "Flags are grouped by what they configure. *Auto* settings are decided when the run "
+        "starts, from the env's observations and the learner's layout, and config.json holds "
+        "the value chosen. *On resume* says what `--resume` does with a setting it does not "
+        "simply take as given.\n\n"
+    ]
     for group in sub._action_groups:
         if group.title == "presets and resume":
             out.append("### Presets and resume\n\n")
@@ -146,13 +159,20 @@ def _train_reference(sub: argparse.ArgumentParser) -> str:
                 notes.append("*On resume:* auto keeps the value the run trained with.")
             default = defaults.get(field.key)
             shown = "auto" if field.key in auto and default is None else format_value(default)
-            rows.append([f"`{field.flag}`", f"`{shown}`", _allowed(field),
-                         " ".join([meta["help"][0].upper() + meta["help"][1:] + ".", *notes])])
+            rows.append(
+                [
+                    f"`{field.flag}`",
+                    f"`{shown}`",
+                    _allowed(field),
+                    " ".join([meta["help"][0].upper() + meta["help"][1:] + ".", *notes]),
+                ]
+            )
         out.append(_table(["flag", "default", "values", "meaning"], rows))
     return "".join(out)
 
 
 # --- metrics --------------------------------------------------------------------------------
+
 
 def metrics_reference() -> str:
     from impala_rep import losses, popart, rnd
@@ -160,20 +180,31 @@ def metrics_reference() -> str:
     from impala_rep.loss_fn import LEARNER_METRICS
     from impala_rep.run.monitor import RECORD_FIELDS
 
-    out = [BANNER.format(source="the metrics' declarations beside the code that reports them"),
-           "# Metrics\n\n",
-           "A run appends one JSON object per report (every `--report-every` seconds) to "
-           "`LOGDIR/metrics.jsonl`, and writes every number but `frames` to TensorBoard "
-           "(`LOGDIR/tensorboard/`) as a scalar at step `frames`. A value that is not finite, "
-           "or not known yet, is `null`.\n\n"]
+    out = [
+        BANNER.format(source="the metrics' declarations beside the code that reports them"),
+        "# Metrics\n\n",
+        "A run appends one JSON object per report (every `--report-every` seconds) to "
+        "`LOGDIR/metrics.jsonl`, and writes every number but `frames` to TensorBoard "
+        "(`LOGDIR/tensorboard/`) as a scalar at step `frames`. A value that is not finite, "
+        "or not known yet, is `null`.\n\n",
+    ]
     sections: list[tuple[str, str, dict[str, str]]] = [
         ("Every report", "`impala_rep.run.monitor.RECORD_FIELDS`", RECORD_FIELDS),
-        ("The learner's step", "`impala_rep.loss_fn.LEARNER_METRICS`",
-         {k: v for k, v in LEARNER_METRICS.items() if k not in RECORD_FIELDS and k != "finite"}),
-        ("The IMPALA loss", "`impala_rep.losses.METRICS`",
-         {k: v for k, v in losses.METRICS.items() if k not in RECORD_FIELDS}),
-        ("Reward scaling (`--normalize-rewards`)", "`impala_rep.learner.reward_scale.METRICS`",
-         reward_scale.METRICS),
+        (
+            "The learner's step",
+            "`impala_rep.loss_fn.LEARNER_METRICS`",
+            {k: v for k, v in LEARNER_METRICS.items() if k not in RECORD_FIELDS and k != "finite"},
+        ),
+        (
+            "The IMPALA loss",
+            "`impala_rep.losses.METRICS`",
+            {k: v for k, v in losses.METRICS.items() if k not in RECORD_FIELDS},
+        ),
+        (
+            "Reward scaling (`--normalize-rewards`)",
+            "`impala_rep.learner.reward_scale.METRICS`",
+            reward_scale.METRICS,
+        ),
         ("Random network distillation (`--rnd-cost`)", "`impala_rep.rnd.METRICS`", rnd.METRICS),
         ("PopArt (`--popart`)", "`impala_rep.popart.METRICS`", popart.METRICS),
     ]
@@ -181,44 +212,89 @@ def metrics_reference() -> str:
         out.append(f"## {title}\n\nDeclared in {source}.\n\n")
         out.append(_table(["key", "meaning"], [[f"`{k}`", v] for k, v in metrics.items()]))
         out.append("\n")
-    out.append("## Per-part gradient norms (`--loss-grad-norms`)\n\n"
-               "`grad_norm_NAME` for each part `NAME` of the loss (`LossOutput.terms`: "
-               "`pg_loss`, `baseline_loss`, `entropy_loss`, `kl_loss` with a KL term, `rnd_loss` "
-               "with the novelty bonus): that weighted part's own gradient norm.\n\n"
-               "A custom loss (`--loss`) reports its own metrics under its own names.\n")
+    out.append(
+        "## Per-part gradient norms (`--loss-grad-norms`)\n\n"
+        "`grad_norm_NAME` for each part `NAME` of the loss (`LossOutput.terms`: "
+        "`pg_loss`, `baseline_loss`, `entropy_loss`, `kl_loss` with a KL term, `rnd_loss` "
+        "with the novelty bonus): that weighted part's own gradient norm.\n\n"
+        "A custom loss (`--loss`) reports its own metrics under its own names.\n"
+    )
     return "".join(out)
 
 
 # --- exit codes -----------------------------------------------------------------------------
 
+
 def exit_codes_reference() -> str:
     from impala_rep.run.errors import EXIT_CODES
 
-    return (BANNER.format(source="`impala_rep.run.errors.EXIT_CODES`") + "# Exit codes\n\n"
-            + "Every `impala-rep` command ends with one of these.\n\n"
-            + _table(["code", "meaning"], [[f"`{code}`", text] for code, text in EXIT_CODES.items()]))
+    return (
+        BANNER.format(source="`impala_rep.run.errors.EXIT_CODES`")
+        + "# Exit codes\n\n"
+        + "Every `impala-rep` command ends with one of these.\n\n"
+        + _table(["code", "meaning"], [[f"`{code}`", text] for code, text in EXIT_CODES.items()])
+    )
 
 
 # --- the public API -----------------------------------------------------------------------
 
 _API_SECTIONS = (
-    ("The Replicator", ("Replicator", "all_reduce", "all_gather", "broadcast", "replica_id",
-                        "num_replicas", "all_reduce_gradients", "CrossReplicaBatchNorm")),
+    (
+        "The Replicator",
+        (
+            "Replicator",
+            "all_reduce",
+            "all_gather",
+            "broadcast",
+            "replica_id",
+            "num_replicas",
+            "all_reduce_gradients",
+            "CrossReplicaBatchNorm",
+        ),
+    ),
     ("Agents", ("Agent", "AgentInputs", "AgentOutput", "MLPAgent", "CNNAgent", "make_agent")),
-    ("Learner and losses", ("Learner", "paper_rmsprop", "make_optimizer", "LossFn", "LossOutput",
-                            "impala_loss_fn", "impala_loss", "vtrace_inputs", "Transitions",
-                            "vtrace_from_importance_weights", "vtrace_from_logits")),
+    (
+        "Learner and losses",
+        (
+            "Learner",
+            "paper_rmsprop",
+            "make_optimizer",
+            "LossFn",
+            "LossOutput",
+            "impala_loss_fn",
+            "impala_loss",
+            "vtrace_inputs",
+            "Transitions",
+            "vtrace_from_importance_weights",
+            "vtrace_from_logits",
+        ),
+    ),
     ("Actors", ("Actor", "run_actor_loop", "Unroll")),
-    ("Configuration", ("TrainConfig", "EnvConfig", "AgentConfig", "ActorConfig", "LearnerConfig",
-                       "LossConfig", "OptimizerConfig", "RunConfig", "PRESETS")),
+    (
+        "Configuration",
+        (
+            "TrainConfig",
+            "EnvConfig",
+            "AgentConfig",
+            "ActorConfig",
+            "LearnerConfig",
+            "LossConfig",
+            "OptimizerConfig",
+            "RunConfig",
+            "PRESETS",
+        ),
+    ),
 )
 
 
 # The component folders install under impala_rep (pyproject's package-dir), which
 # mkdocstrings' static finder cannot follow: it reads them as the top-level packages they are
 # in the checkout.
-_FOLDERS = {"impala_rep.actors.": "actors.", "impala_rep.learner.": "learner.",
-            "impala_rep.envs.": "envs."}
+_FOLDERS = {
+    "impala_rep.actors.": "actors.",
+    "impala_rep.learner.": "learner.",
+    "impala_rep.envs.": "envs.",
+}
 
 
 def _source_path(name: str, target) -> str:
@@ -232,7 +308,7 @@ def _source_path(name: str, target) -> str:
     path = f"{module}.{attribute}"
     for prefix, folder in _FOLDERS.items():
         if path.startswith(prefix):
-            return folder + path[len(prefix):]
+            return folder + path[len(prefix) :]
     return path
 
 
@@ -241,22 +317,29 @@ def api_reference() -> str:
 
     exports = dict(impala_rep._EXPORTS)
     listed = {name for _, names in _API_SECTIONS for name in names}
-    sections = [*_API_SECTIONS,
-                ("Running", tuple(n for n in impala_rep.__all__
-                                  if n not in listed and n != "__version__"))]
-    out = [BANNER.format(source="`impala_rep.__all__` and the docstrings"), "# Python API\n\n",
-           "The public API is the names `impala_rep` exports (`from impala_rep import "
-           "Replicator`); every other module and name is private. Each entry below is its "
-           "docstring.\n\n"]
+    sections = [
+        *_API_SECTIONS,
+        ("Running", tuple(n for n in impala_rep.__all__ if n not in listed and n != "__version__")),
+    ]
+    out = [
+        BANNER.format(source="`impala_rep.__all__` and the docstrings"),
+        "# Python API\n\n",
+        "The public API is the names `impala_rep` exports (`from impala_rep import "
+        "Replicator`); every other module and name is private. Each entry below is its "
+        "docstring.\n\n",
+    ]
     for title, names in sections:
         out.append(f"## {title}\n\n")
         for name in names:
-            out.append(f"::: {_source_path(name, exports[name])}\n    options:\n"
-                       f"      heading_level: 3\n      show_root_full_path: false\n\n")
+            out.append(
+                f"::: {_source_path(name, exports[name])}\n    options:\n"
+                f"      heading_level: 3\n      show_root_full_path: false\n\n"
+            )
     return "".join(out)
 
 
 # --- results ------------------------------------------------------------------------------
+
 
 def _number(value: float | None, digits: int = 3) -> str:
     if value is None:
@@ -292,17 +375,22 @@ def learning_rows(results: pathlib.Path | None = None) -> list[dict[str, Any]]:
             continue
         figures = [r["figures"] for r in batch]
         reached = [f for f in figures if f["frames_to_threshold"] is not None]
-        rows.append({
-            "task": task, "env": batch[0]["settings"]["env"], "records": batch,
-            "threshold": batch[0]["settings"]["threshold"],
-            "total_frames": batch[0]["settings"]["total_frames"],
-            "seeds": [r["seed"] for r in batch], "reached": len(reached),
-            "frames": ledger.spread(f["frames_to_threshold"] for f in figures),
-            "seconds": ledger.spread(f["seconds_to_threshold"] for f in figures),
-            "greedy": ledger.spread(f.get("greedy_return") for f in figures),
-            "run_seconds": ledger.spread(f["seconds"] for f in figures),
-            "anchor": anchors[task]["figure"],
-        })
+        rows.append(
+            {
+                "task": task,
+                "env": batch[0]["settings"]["env"],
+                "records": batch,
+                "threshold": batch[0]["settings"]["threshold"],
+                "total_frames": batch[0]["settings"]["total_frames"],
+                "seeds": [r["seed"] for r in batch],
+                "reached": len(reached),
+                "frames": ledger.spread(f["frames_to_threshold"] for f in figures),
+                "seconds": ledger.spread(f["seconds_to_threshold"] for f in figures),
+                "greedy": ledger.spread(f.get("greedy_return") for f in figures),
+                "run_seconds": ledger.spread(f["seconds"] for f in figures),
+                "anchor": anchors[task]["figure"],
+            }
+        )
     return rows
 
 
@@ -311,12 +399,27 @@ def results_table(rows: list[dict[str, Any]]) -> str:
     for row in rows:
         seeds = len(row["seeds"])
         reached = "" if row["reached"] == seeds else f" ({row['reached']} of {seeds} seeds)"
-        body.append([f"{row['env']} ({row['threshold']:g})", seeds,
-                     _span(row["frames"], _frames) + reached,
-                     _span(row["seconds"], lambda s: f"{s:.0f}"),
-                     _span(row["greedy"], _number), row["anchor"]])
-    return _table(["task (threshold)", "seeds", "frames to threshold", "seconds from launch",
-                   "greedy return", "published anchor"], body)
+        body.append(
+            [
+                f"{row['env']} ({row['threshold']:g})",
+                seeds,
+                _span(row["frames"], _frames) + reached,
+                _span(row["seconds"], lambda s: f"{s:.0f}"),
+                _span(row["greedy"], _number),
+                row["anchor"],
+            ]
+        )
+    return _table(
+        [
+            "task (threshold)",
+            "seeds",
+            "frames to threshold",
+            "seconds from launch",
+            "greedy return",
+            "published anchor",
+        ],
+        body,
+    )
 
 
 def _machines(rows: list[dict[str, Any]]) -> str:
@@ -337,7 +440,7 @@ def draw_curves(rows: list[dict[str, Any]], path: pathlib.Path = CURVES) -> None
     columns = 5
     lines = -(-len(rows) // columns)
     fig, axes = plt.subplots(lines, columns, figsize=(3.2 * columns, 2.6 * lines), squeeze=False)
-    for ax in axes.flat[len(rows):]:
+    for ax in axes.flat[len(rows) :]:
         ax.axis("off")
     for ax, row in zip(axes.flat, rows):
         for record in row["records"]:
@@ -358,48 +461,84 @@ def draw_curves(rows: list[dict[str, Any]], path: pathlib.Path = CURVES) -> None
 
 def results_page() -> str:
     rows = learning_rows()
-    out = [BANNER.format(source="the records in benchmarks/results/ and benchmarks/anchors.json"),
-           "# Results\n\n",
-           "Every figure on this page comes from a record in `benchmarks/results/`, written by "
-           "the benchmark script that measured it (its command, the code's commit, the package "
-           "versions, the CPU and the seed are in the record).\n\n"
-           "## Learning with the default flags\n\n"
-           "Each run is `impala-rep train --env ENV --seed S --total-frames F` with no other "
-           "flag, launched by `benchmarks/learning.py` one at a time on an idle machine "
-           f"({_machines(rows)}). *Frames* and *seconds* run from the command's launch to the "
-           "first report whose mean return over the last 100 episodes (the actors sampling "
-           "their actions, as they train) reached the threshold; *greedy* is the final "
-           "checkpoint played greedily for 100 episodes (`impala-rep evaluate`), the figure "
-           "rl-baselines3-zoo publishes. Median (range) over the seeds.\n\n",
-           results_table(rows),
-           "\n![Return curves of every run in the table, a panel per task, the threshold dashed]"
-           "(figures/learning-curves.png)\n\n"
-           "To rerun a row: `.venv/bin/python benchmarks/learning.py --tasks TASK --seeds 1 2 3`; "
-           "it writes new records, and `make docs` renders them here.\n\n"]
+    out = [
+        BANNER.format(source="the records in benchmarks/results/ and benchmarks/anchors.json"),
+        "# Results\n\n",
+        "Every figure on this page comes from a record in `benchmarks/results/`, written by "
+        "the benchmark script that measured it (its command, the code's commit, the package "
+        "versions, the CPU and the seed are in the record).\n\n"
+        "## Learning with the default flags\n\n"
+        "Each run is `impala-rep train --env ENV --seed S --total-frames F` with no other "
+        "flag, launched by `benchmarks/learning.py` one at a time on an idle machine "
+        f"({_machines(rows)}). *Frames* and *seconds* run from the command's launch to the "
+        "first report whose mean return over the last 100 episodes (the actors sampling "
+        "their actions, as they train) reached the threshold; *greedy* is the final "
+        "checkpoint played greedily for 100 episodes (`impala-rep evaluate`), the figure "
+        "rl-baselines3-zoo publishes. Median (range) over the seeds.\n\n",
+        results_table(rows),
+        "\n![Return curves of every run in the table, a panel per task, the threshold dashed]"
+        "(figures/learning-curves.png)\n\n"
+        "To rerun a row: `.venv/bin/python benchmarks/learning.py --tasks TASK --seeds 1 2 3`; "
+        "it writes new records, and `make docs` renders them here.\n\n",
+    ]
     out.append("## Per run\n\n")
     for row in rows:
         out.append(f"### {row['env']}\n\n")
         body = []
         for record in row["records"]:
             f = record["figures"]
-            greedy = ("unfinished" if f.get("greedy_unfinished") else
-                      "–" if f.get("greedy_return") is None else
-                      f"{_number(f['greedy_return'])} ± {_number(f['greedy_std'], 2)}")
-            body.append([record["seed"],
-                         "not reached" if f["frames_to_threshold"] is None
-                         else f"{f['frames_to_threshold']:,}",
-                         _number(f["seconds_to_threshold"]), _number(f["final_return"]), greedy,
-                         f"{f['frames']:,}", _number(f["seconds"]),
-                         f"{(record['code']['commit'] or '?')[:10]}",
-                         f"`{record['path']}`"])
-        out.append(_table(["seed", "frames to threshold", "s from launch", "final return",
-                           "greedy", "frames", "run s", "commit", "record"], body))
+            greedy = (
+                "unfinished"
+                if f.get("greedy_unfinished")
+                else "–"
+                if f.get("greedy_return") is None
+                else f"{_number(f['greedy_return'])} ± {_number(f['greedy_std'], 2)}"
+            )
+            body.append(
+                [
+                    record["seed"],
+                    "not reached"
+                    if f["frames_to_threshold"] is None
+                    else f"{f['frames_to_threshold']:,}",
+                    _number(f["seconds_to_threshold"]),
+                    _number(f["final_return"]),
+                    greedy,
+                    f"{f['frames']:,}",
+                    _number(f["seconds"]),
+                    f"{(record['code']['commit'] or '?')[:10]}",
+                    f"`{record['path']}`",
+                ]
+            )
+        out.append(
+            _table(
+                [
+                    "seed",
+                    "frames to threshold",
+                    "s from launch",
+                    "final return",
+                    "greedy",
+                    "frames",
+                    "run s",
+                    "commit",
+                    "record",
+                ],
+                body,
+            )
+        )
         out.append("\n")
     anchors = ledger.load_anchors()
-    out.append("## Anchors\n\nThe published figures beside ours, from `benchmarks/anchors.json`.\n\n")
-    out.append(_table(["task", "figure", "source"],
-                      [[task, a["figure"], f"[{a['source']}]({a['url']})" if a["url"] else a["source"]]
-                       for task, a in anchors.items()]))
+    out.append(
+        "## Anchors\n\nThe published figures beside ours, from `benchmarks/anchors.json`.\n\n"
+    )
+    out.append(
+        _table(
+            ["task", "figure", "source"],
+            [
+                [task, a["figure"], f"[{a['source']}]({a['url']})" if a["url"] else a["source"]]
+                for task, a in anchors.items()
+            ],
+        )
+    )
     return "".join(out)
 
 
@@ -413,7 +552,8 @@ def recipe_times(results: pathlib.Path | None = None) -> str:
         sentences.append(
             f"MinAtar Breakout's {row['total_frames'] / 1e6:g}M-frame benchmark runs took "
             f"{_span(row['run_seconds'], lambda s: f'{s / 60:.0f}')} minutes on "
-            f"{_machines([row])} ([results](docs/results.md)).")
+            f"{_machines([row])} ([results](docs/results.md))."
+        )
     pong = ledger.newest_batch(r for r in records if r["task"] == "pong")
     if pong:
         fps = ledger.spread(r["figures"]["frames_per_s_from_launch"] for r in pong)
@@ -421,14 +561,16 @@ def recipe_times(results: pathlib.Path | None = None) -> str:
         sentences.append(
             f"Pong with the `atari` preset trained {fps['median']:,.0f} env frames/s from launch "
             f"on {_machines([{'records': pong}])}: at that rate its 20M frames take about "
-            f"{hours:.1f} hours (`benchmarks/pong.py` checkpoints and resumes).")
+            f"{hours:.1f} hours (`benchmarks/pong.py` checkpoints and resumes)."
+        )
     return " ".join(sentences) + ("\n" if sentences else "")
 
 
 # --- the README's generated parts ------------------------------------------------------------
 
-_REGION = re.compile(r"(<!-- generated:(?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- /generated -->)",
-                     re.S)
+_REGION = re.compile(
+    r"(<!-- generated:(?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- /generated -->)", re.S
+)
 
 
 def readme(text: str) -> str:
@@ -445,6 +587,7 @@ def readme(text: str) -> str:
 
 # --- main -----------------------------------------------------------------------------------
 
+
 def outputs() -> dict[pathlib.Path, str]:
     pages = {
         DOCS / "reference" / "cli.md": cli_reference(),
@@ -460,8 +603,11 @@ def outputs() -> dict[pathlib.Path, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1 if a generated page differs from the code's")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 if a generated page differs from the code's",
+    )
     args = parser.parse_args()
     from impala_rep.run.console import quiet_native_logs
 
@@ -473,8 +619,14 @@ def main() -> int:
             continue
         if args.check:
             stale.append(path)
-            diff = difflib.unified_diff(current.splitlines(), text.splitlines(),
-                                        str(path.relative_to(ROOT)), "generated", lineterm="", n=1)
+            diff = difflib.unified_diff(
+                current.splitlines(),
+                text.splitlines(),
+                str(path.relative_to(ROOT)),
+                "generated",
+                lineterm="",
+                n=1,
+            )
             print("\n".join(list(diff)[:20]))
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -486,8 +638,12 @@ def main() -> int:
         draw_curves(learning_rows())
         print(f"drew {CURVES.relative_to(ROOT)}")
     if stale:
-        print("stale: " + ", ".join(str(p.relative_to(ROOT)) for p in stale)
-              + "; run `make docs` and commit the result", file=sys.stderr)
+        print(
+            "stale: "
+            + ", ".join(str(p.relative_to(ROOT)) for p in stale)
+            + "; run `make docs` and commit the result",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -78,26 +78,35 @@ def atari_game(env_id: str) -> tuple[str, float]:
     ale_py is missing.
     """
     if not is_atari_id(env_id):
-        raise ValueError(f"{env_id!r} is not an Atari id: expected 'ALE/<Game>-v5' "
-                         "or '<Game>NoFrameskip-v4'")
+        raise ValueError(
+            f"{env_id!r} is not an Atari id: expected 'ALE/<Game>-v5' or '<Game>NoFrameskip-v4'"
+        )
     try:
         import ale_py
     except ImportError:
-        raise ValueError(f"environment id {env_id!r} needs ale_py: "
-                         "install the atari extra: pip install -e '.[atari]'") from None
+        raise ValueError(
+            f"environment id {env_id!r} needs ale_py: "
+            "install the atari extra: pip install -e '.[atari]'"
+        ) from None
     gymnasium.register_envs(ale_py)
     spec = gymnasium.envs.registry.get(env_id)
     if spec is None or "game" not in spec.kwargs:
-        raise ValueError(f"unknown Atari game in environment id {env_id!r}: "
-                         "not registered by ale_py")
+        raise ValueError(
+            f"unknown Atari game in environment id {env_id!r}: not registered by ale_py"
+        )
     return str(spec.kwargs["game"]), float(spec.kwargs.get("repeat_action_probability", 0.0))
 
 
-def make_atari_vector_env(env_id: str, *, num_envs: int, seed: int,
-                          sticky_action_prob: float | None = None, episodic_life: bool = False,
-                          noop_max: int = 30,
-                          max_num_frames_per_episode: int = MAX_FRAMES_PER_EPISODE,
-                          ) -> "AtariChannelsLastVectorEnv":
+def make_atari_vector_env(
+    env_id: str,
+    *,
+    num_envs: int,
+    seed: int,
+    sticky_action_prob: float | None = None,
+    episodic_life: bool = False,
+    noop_max: int = 30,
+    max_num_frames_per_episode: int = MAX_FRAMES_PER_EPISODE,
+) -> AtariChannelsLastVectorEnv:
     """`num_envs` DeepMind-preprocessed `env_id` games, SAME_STEP autoreset, seeded.
 
     Observations `[num_envs, 84, 84, 4]` uint8 (newest frame last), actions
@@ -119,27 +128,33 @@ def make_atari_vector_env(env_id: str, *, num_envs: int, seed: int,
     game, registered_sticky = atari_game(env_id)
     sticky = registered_sticky if sticky_action_prob is None else sticky_action_prob
     if not is_sticky_probability(sticky):
-        raise ValueError(f"sticky_action_prob must be {STICKY_ACTIONS_RANGE}, got {sticky_action_prob}")
+        raise ValueError(
+            f"sticky_action_prob must be {STICKY_ACTIONS_RANGE}, got {sticky_action_prob}"
+        )
     sticky = float(sticky)
     if noop_max < 0:
         raise ValueError(f"noop_max must be >= 0, got {noop_max}")
     from ale_py.vector_env import AtariVectorEnv
 
     ale_env = AtariVectorEnv(
-        game, num_envs,
+        game,
+        num_envs,
         max_num_frames_per_episode=max_num_frames_per_episode,
         repeat_action_probability=sticky,
         full_action_space=False,
         autoreset_mode=AutoresetMode.SAME_STEP,
-        img_height=FRAME_SIZE, img_width=FRAME_SIZE, grayscale=True,
-        stack_num=FRAME_STACK, frameskip=FRAME_SKIP, maxpool=True,
+        img_height=FRAME_SIZE,
+        img_width=FRAME_SIZE,
+        grayscale=True,
+        stack_num=FRAME_STACK,
+        frameskip=FRAME_SKIP,
+        maxpool=True,
         noop_max=noop_max,
         episodic_life=episodic_life,
         reward_clipping=False,
         use_fire_reset=False,
     )
-    env = AtariChannelsLastVectorEnv(ale_env, env_id=env_id,
-                                     repeat_action_probability=sticky)
+    env = AtariChannelsLastVectorEnv(ale_env, env_id=env_id, repeat_action_probability=sticky)
     env.reset(seed=first_sub_env_seed(seed, num_envs=num_envs, limit=ALE_SEED_LIMIT))
     return env
 
@@ -151,8 +166,9 @@ class AtariChannelsLastVectorEnv(gymnasium.vector.VectorWrapper):
     (ale_py's env does not expose them).
     """
 
-    def __init__(self, env: gymnasium.vector.VectorEnv, *, env_id: str,
-                 repeat_action_probability: float):
+    def __init__(
+        self, env: gymnasium.vector.VectorEnv, *, env_id: str, repeat_action_probability: float
+    ):
         super().__init__(env)
         if env.metadata.get("autoreset_mode") != AutoresetMode.SAME_STEP:
             raise ValueError("AtariChannelsLastVectorEnv needs a SAME_STEP AtariVectorEnv")
@@ -160,25 +176,35 @@ class AtariChannelsLastVectorEnv(gymnasium.vector.VectorWrapper):
         self.repeat_action_probability = repeat_action_probability
         stack, height, width = env.single_observation_space.shape
         self.single_observation_space = gymnasium.spaces.Box(
-            low=0, high=255, shape=(height, width, stack), dtype=np.uint8)
+            low=0, high=255, shape=(height, width, stack), dtype=np.uint8
+        )
         self.observation_space = gymnasium.vector.utils.batch_space(
-            self.single_observation_space, self.num_envs)
+            self.single_observation_space, self.num_envs
+        )
         self.metadata = dict(env.metadata)
 
-    def reset(self, *, seed: int | None = None,
-              options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         """Resets all sub-envs, or those in `options["reset_mask"]` (ale_py supports it)."""
         observations, infos = self.env.reset(seed=seed, options=options)
         return _channels_last(observations), infos
 
-    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                                                 dict[str, Any]]:
+    def step(
+        self, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         observations, rewards, terminated, truncated, infos = self.env.step(
-            np.asarray(actions, np.int64))
+            np.asarray(actions, np.int64)
+        )
         if "final_obs" in infos:
             infos = dict(infos, final_obs=_channels_last(infos["final_obs"]))
-        return (_channels_last(observations), np.asarray(rewards, np.float64),
-                np.asarray(terminated, bool), np.asarray(truncated, bool), infos)
+        return (
+            _channels_last(observations),
+            np.asarray(rewards, np.float64),
+            np.asarray(terminated, bool),
+            np.asarray(truncated, bool),
+            infos,
+        )
 
 
 def _channels_last(observations: np.ndarray) -> np.ndarray:

@@ -83,8 +83,10 @@ class CartPoleSameStepVectorEnv(gymnasium.vector.VectorEnv):
 
         # CartPoleEnv's observation bounds: twice the termination thresholds, so a
         # terminal observation still lies inside the space.
-        high = np.array([self.x_threshold * 2, np.inf, self.theta_threshold_radians * 2, np.inf],
-                        dtype=np.float32)
+        high = np.array(
+            [self.x_threshold * 2, np.inf, self.theta_threshold_radians * 2, np.inf],
+            dtype=np.float32,
+        )
         self.single_observation_space = gymnasium.spaces.Box(-high, high, dtype=np.float32)
         self.single_action_space = gymnasium.spaces.Discrete(2)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
@@ -113,8 +115,9 @@ class CartPoleSameStepVectorEnv(gymnasium.vector.VectorEnv):
             raise ValueError(f"state must have shape ({self.num_envs}, 4), got {value.shape}")
         self._state = value.T.copy()  # [4, num_envs], C order, never aliasing `value`
 
-    def reset(self, *, seed: int | None = None,
-              options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         """Starts new episodes in all envs, or only where `options["reset_mask"]` is True.
 
         `seed` (an int) reseeds `np_random`, from which all envs' initial states
@@ -128,8 +131,9 @@ class CartPoleSameStepVectorEnv(gymnasium.vector.VectorEnv):
         options = dict(options or {})
         reset_mask = options.pop("reset_mask", None)
         if options:
-            raise ValueError(f"unsupported reset options {sorted(options)}; "
-                             "only 'reset_mask' is supported")
+            raise ValueError(
+                f"unsupported reset options {sorted(options)}; only 'reset_mask' is supported"
+            )
         if reset_mask is None:
             self._state = self._initial_states(self.num_envs)
             self._elapsed_steps[:] = 0
@@ -141,8 +145,9 @@ class CartPoleSameStepVectorEnv(gymnasium.vector.VectorEnv):
             self._elapsed_steps[reset_mask] = 0
         return self._observations(), {}
 
-    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                                                 dict[str, Any]]:
+    def step(
+        self, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Steps every env; envs whose episode ended are reset within this step.
 
         Returns (observations, rewards, terminated, truncated, infos). For an
@@ -163,7 +168,8 @@ class CartPoleSameStepVectorEnv(gymnasium.vector.VectorEnv):
         # https://coneural.org/florian/papers/05_cart_pole.pdf
         temp = (force + self.polemass_length * np.square(theta_dot) * sintheta) / self.total_mass
         thetaacc = (self.gravity * sintheta - costheta * temp) / (
-            self.length * (4.0 / 3.0 - self.masspole * np.square(costheta) / self.total_mass))
+            self.length * (4.0 / 3.0 - self.masspole * np.square(costheta) / self.total_mass)
+        )
         xacc = temp - self.polemass_length * thetaacc * costheta / self.total_mass
         x += self.tau * x_dot
         x_dot += self.tau * xacc
@@ -199,8 +205,9 @@ class CartPoleSameStepVectorEnv(gymnasium.vector.VectorEnv):
         """A new `[num_envs, 4]` float32 array of the current states."""
         return self._state.T.astype(np.float32, order="C")
 
-    def _final_infos(self, observations: np.ndarray, done: np.ndarray,
-                     ended: np.ndarray) -> dict[str, Any]:
+    def _final_infos(
+        self, observations: np.ndarray, done: np.ndarray, ended: np.ndarray
+    ) -> dict[str, Any]:
         """The info keys SyncVectorEnv(SAME_STEP) reports when the envs `done` `[n]` end.
 
         `ended` holds the indices where `done` is True.
@@ -208,24 +215,39 @@ class CartPoleSameStepVectorEnv(gymnasium.vector.VectorEnv):
         final_obs = np.full(self.num_envs, None, dtype=object)
         for i in ended:
             final_obs[i] = observations[i].copy()
-        return {"final_obs": final_obs, "_final_obs": done.copy(),
-                "final_info": {}, "_final_info": done.copy()}
+        return {
+            "final_obs": final_obs,
+            "_final_obs": done.copy(),
+            "final_info": {},
+            "_final_info": done.copy(),
+        }
 
     def _check_actions(self, actions: Any) -> np.ndarray:
         """`actions` as an array; ValueError unless it is `[num_envs]` integers in {0, 1}."""
         array = np.asarray(actions)
         # `array >> 1` is nonzero exactly for values other than 0 and 1 (negative
         # values shift to -1); one cheap pass, as this runs every step.
-        if (array.shape != (self.num_envs,) or array.dtype.kind not in "iu"
-                or np.count_nonzero(array >> 1)):
-            raise ValueError(f"actions must be {self.num_envs} integers in {{0, 1}} "
-                             f"(shape ({self.num_envs},)), got {actions!r}")
+        if (
+            array.shape != (self.num_envs,)
+            or array.dtype.kind not in "iu"
+            or np.count_nonzero(array >> 1)
+        ):
+            raise ValueError(
+                f"actions must be {self.num_envs} integers in {{0, 1}} "
+                f"(shape ({self.num_envs},)), got {actions!r}"
+            )
         return array
 
     def _check_reset_mask(self, reset_mask: Any) -> np.ndarray:
         """Validates `options["reset_mask"]` as SyncVectorEnv does (bool `[num_envs]`, any True)."""
-        if (not isinstance(reset_mask, np.ndarray) or reset_mask.dtype != np.bool_
-                or reset_mask.shape != (self.num_envs,) or not reset_mask.any()):
-            raise ValueError("options['reset_mask'] must be a bool numpy array of shape "
-                             f"({self.num_envs},) with at least one True, got {reset_mask!r}")
+        if (
+            not isinstance(reset_mask, np.ndarray)
+            or reset_mask.dtype != np.bool_
+            or reset_mask.shape != (self.num_envs,)
+            or not reset_mask.any()
+        ):
+            raise ValueError(
+                "options['reset_mask'] must be a bool numpy array of shape "
+                f"({self.num_envs},) with at least one True, got {reset_mask!r}"
+            )
         return reset_mask

@@ -101,27 +101,32 @@ def describe_env(env_id: str) -> EnvSpec:
         # One sub-env, for its spaces: [84, 84, 4] uint8 and the minimal action set.
         env = atari.make_atari_vector_env(env_id, num_envs=1, seed=0)
         try:
-            return EnvSpec(observation_shape=tuple(env.single_observation_space.shape),
-                           observation_dtype=np.dtype(env.single_observation_space.dtype),
-                           num_actions=_num_discrete_actions(env_id, env.single_action_space),
-                           frame_skip=atari.FRAME_SKIP)
+            return EnvSpec(
+                observation_shape=tuple(env.single_observation_space.shape),
+                observation_dtype=np.dtype(env.single_observation_space.dtype),
+                num_actions=_num_discrete_actions(env_id, env.single_action_space),
+                frame_skip=atari.FRAME_SKIP,
+            )
         finally:
             env.close()
     if minatar.is_minatar_id(env_id):
         # The vector env's spaces: [10, 10, C] uint8, where gymnasium.make's are bool.
         env = minatar.make_minatar_vector_env(env_id, num_envs=1, seed=0)
         try:
-            return EnvSpec(observation_shape=tuple(env.single_observation_space.shape),
-                           observation_dtype=np.dtype(env.single_observation_space.dtype),
-                           num_actions=_num_discrete_actions(env_id, env.single_action_space))
+            return EnvSpec(
+                observation_shape=tuple(env.single_observation_space.shape),
+                observation_dtype=np.dtype(env.single_observation_space.dtype),
+                num_actions=_num_discrete_actions(env_id, env.single_action_space),
+            )
         finally:
             env.close()
     try:
         env = gymnasium.make(env_id)
     except gymnasium.error.DependencyNotInstalled as err:
         # gymnasium's message names what to install (e.g. `pip install "gymnasium[box2d]"`).
-        raise ValueError(f"environment id {env_id!r} needs a package that is not installed: "
-                         f"{_first_line(err)}") from None
+        raise ValueError(
+            f"environment id {env_id!r} needs a package that is not installed: {_first_line(err)}"
+        ) from None
     try:
         num_actions = _num_discrete_actions(env_id, env.action_space)
         one_hot = _is_flattened(env.observation_space) and _all_discrete(env.observation_space)
@@ -134,8 +139,12 @@ def describe_env(env_id: str) -> EnvSpec:
         # [0, 1] included, for its Box parts' sake.
         if len(space.shape) == 1 and not one_hot:
             bounds = (tuple(float(v) for v in space.low), tuple(float(v) for v in space.high))
-        return EnvSpec(observation_shape=tuple(space.shape), observation_dtype=np.dtype(space.dtype),
-                       num_actions=num_actions, observation_bounds=bounds)
+        return EnvSpec(
+            observation_shape=tuple(space.shape),
+            observation_dtype=np.dtype(space.dtype),
+            num_actions=num_actions,
+            observation_bounds=bounds,
+        )
     finally:
         env.close()
 
@@ -150,7 +159,11 @@ def _is_flattened(space: gymnasium.Space) -> bool:
     return not isinstance(space, gymnasium.spaces.Box) and _flattens_to_a_vector(space)
 
 
-_DISCRETE = (gymnasium.spaces.Discrete, gymnasium.spaces.MultiDiscrete, gymnasium.spaces.MultiBinary)
+_DISCRETE = (
+    gymnasium.spaces.Discrete,
+    gymnasium.spaces.MultiDiscrete,
+    gymnasium.spaces.MultiBinary,
+)
 
 
 def _parts(space: gymnasium.Space) -> list[gymnasium.Space] | None:
@@ -187,8 +200,11 @@ def _flatten_observations(env: gymnasium.Env) -> gymnasium.Env:
     flat = gymnasium.wrappers.FlattenObservation(env)
     # The Box built here with bounds already cast: gymnasium's DtypeObservation would warn
     # about float64 bounds going to float32 in every sub-env of every actor.
-    space = gymnasium.spaces.Box(flat.observation_space.low.astype(dtype),
-                                 flat.observation_space.high.astype(dtype), dtype=dtype)
+    space = gymnasium.spaces.Box(
+        flat.observation_space.low.astype(dtype),
+        flat.observation_space.high.astype(dtype),
+        dtype=dtype,
+    )
     return gymnasium.wrappers.TransformObservation(flat, lambda obs: obs.astype(dtype), space)
 
 
@@ -200,21 +216,33 @@ def _check_observation_space(env_id: str, space: gymnasium.Space) -> None:
     """One-line ValueError unless the actors and networks can take `space`: a numeric Box
     of rank 1 (vectors, MLP) or 3 (images [H, W, C], CNN)."""
     if not isinstance(space, gymnasium.spaces.Box):
-        raise ValueError(f"environment {env_id!r} has observation space {space}; only Box "
-                         "observations (arrays of rank 1 or 3) and spaces of discrete parts "
-                         "(Discrete, MultiDiscrete, MultiBinary, and Tuple or Dict of them and "
-                         "vector Boxes, flattened to one-hot vectors) are supported")
+        raise ValueError(
+            f"environment {env_id!r} has observation space {space}; only Box "
+            "observations (arrays of rank 1 or 3) and spaces of discrete parts "
+            "(Discrete, MultiDiscrete, MultiBinary, and Tuple or Dict of them and "
+            "vector Boxes, flattened to one-hot vectors) are supported"
+        )
     if len(space.shape) not in (1, 3):
-        raise ValueError(f"environment {env_id!r} has observations of shape {space.shape}; only "
-                         "rank 1 (vectors, MLP) or rank 3 (images [H, W, C], CNN) are supported")
+        raise ValueError(
+            f"environment {env_id!r} has observations of shape {space.shape}; only "
+            "rank 1 (vectors, MLP) or rank 3 (images [H, W, C], CNN) are supported"
+        )
     if not (np.issubdtype(space.dtype, np.number) or space.dtype == np.bool_):
-        raise ValueError(f"environment {env_id!r} has observations of dtype {space.dtype}; "
-                         "only numeric observations are supported")
+        raise ValueError(
+            f"environment {env_id!r} has observations of dtype {space.dtype}; "
+            "only numeric observations are supported"
+        )
 
 
-def make_vector_env(env_id: str, *, num_envs: int, seed: int, sticky_actions: float | None = None,
-                    episodic_life: bool = False,
-                    max_episode_steps: int | None = None) -> gymnasium.vector.VectorEnv:
+def make_vector_env(
+    env_id: str,
+    *,
+    num_envs: int,
+    seed: int,
+    sticky_actions: float | None = None,
+    episodic_life: bool = False,
+    max_episode_steps: int | None = None,
+) -> gymnasium.vector.VectorEnv:
     """A SAME_STEP-autoreset vector env of `num_envs` copies of `env_id`, seeded.
 
     `sticky_actions`, `episodic_life` and `max_episode_steps`: see "Env options" in
@@ -229,22 +257,32 @@ def make_vector_env(env_id: str, *, num_envs: int, seed: int, sticky_actions: fl
     """
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-    check_env_options(env_id, sticky_actions=sticky_actions, episodic_life=episodic_life,
-                      max_episode_steps=max_episode_steps)
+    check_env_options(
+        env_id,
+        sticky_actions=sticky_actions,
+        episodic_life=episodic_life,
+        max_episode_steps=max_episode_steps,
+    )
     _check_env_id(env_id)
     if atari.is_atari_id(env_id):
         # Already reset with `seed` (sub-env i gets seed + i).
-        return atari.make_atari_vector_env(env_id, num_envs=num_envs, seed=seed,
-                                           sticky_action_prob=sticky_actions,
-                                           episodic_life=episodic_life)
+        return atari.make_atari_vector_env(
+            env_id,
+            num_envs=num_envs,
+            seed=seed,
+            sticky_action_prob=sticky_actions,
+            episodic_life=episodic_life,
+        )
     if minatar.is_minatar_id(env_id):
         # Already reset with `seed` (sub-env i gets seed + i).
-        return minatar.make_minatar_vector_env(env_id, num_envs=num_envs, seed=seed,
-                                               sticky_action_prob=sticky_actions)
+        return minatar.make_minatar_vector_env(
+            env_id, num_envs=num_envs, seed=seed, sticky_action_prob=sticky_actions
+        )
     # gymnasium.make_vec does not take the "module:EnvId" form; the module is
     # imported by now (_check_env_id), so the bare id is registered.
-    env = _make_same_step_vector_env(env_id.split(":", 1)[-1], num_envs=num_envs,
-                                     max_episode_steps=max_episode_steps)
+    env = _make_same_step_vector_env(
+        env_id.split(":", 1)[-1], num_envs=num_envs, max_episode_steps=max_episode_steps
+    )
     try:
         _num_discrete_actions(env_id, env.single_action_space)
     except ValueError:
@@ -254,8 +292,13 @@ def make_vector_env(env_id: str, *, num_envs: int, seed: int, sticky_actions: fl
     return env
 
 
-def check_env_options(env_id: str, *, sticky_actions: float | None = None,
-                      episodic_life: bool = False, max_episode_steps: int | None = None) -> None:
+def check_env_options(
+    env_id: str,
+    *,
+    sticky_actions: float | None = None,
+    episodic_life: bool = False,
+    max_episode_steps: int | None = None,
+) -> None:
     """Raises a one-line ValueError if an option does not apply to `env_id` (its range is
     `EnvConfig`'s to check, and the env builders').
 
@@ -264,19 +307,28 @@ def check_env_options(env_id: str, *, sticky_actions: float | None = None,
     """
     if sticky_actions is not None:
         if not (atari.is_atari_id(env_id) or minatar.is_minatar_id(env_id)):
-            raise ValueError(f"bad sticky_actions {sticky_actions!r}: sticky actions apply to Atari "
-                             "('ALE/<Game>-v5', '<Game>NoFrameskip-v4') and MinAtar "
-                             f"('MinAtar/<Game>-v1') ids, not {env_id!r}")
+            raise ValueError(
+                f"bad sticky_actions {sticky_actions!r}: sticky actions apply to Atari "
+                "('ALE/<Game>-v5', '<Game>NoFrameskip-v4') and MinAtar "
+                f"('MinAtar/<Game>-v1') ids, not {env_id!r}"
+            )
     if episodic_life and not atari.is_atari_id(env_id):
-        raise ValueError(f"bad episodic_life {episodic_life!r}: a life loss ending the episode applies "
-                         f"to Atari ids ('ALE/<Game>-v5', '<Game>NoFrameskip-v4'), not {env_id!r}")
-    if max_episode_steps is not None and (atari.is_atari_id(env_id) or minatar.is_minatar_id(env_id)):
-        raise ValueError(f"bad max_episode_steps {max_episode_steps!r}: a time limit applies to "
-                         f"gymnasium's own ids, not the Atari or MinAtar id {env_id!r}")
+        raise ValueError(
+            f"bad episodic_life {episodic_life!r}: a life loss ending the episode applies "
+            f"to Atari ids ('ALE/<Game>-v5', '<Game>NoFrameskip-v4'), not {env_id!r}"
+        )
+    if max_episode_steps is not None and (
+        atari.is_atari_id(env_id) or minatar.is_minatar_id(env_id)
+    ):
+        raise ValueError(
+            f"bad max_episode_steps {max_episode_steps!r}: a time limit applies to "
+            f"gymnasium's own ids, not the Atari or MinAtar id {env_id!r}"
+        )
 
 
-def _make_same_step_vector_env(env_id: str, *, num_envs: int,
-                               max_episode_steps: int | None) -> gymnasium.vector.VectorEnv:
+def _make_same_step_vector_env(
+    env_id: str, *, num_envs: int, max_episode_steps: int | None
+) -> gymnasium.vector.VectorEnv:
     # Why CartPole-v1 has its own class and not always the vector entry point:
     # see the module docstring.
     if env_id == "CartPole-v1":
@@ -286,31 +338,41 @@ def _make_same_step_vector_env(env_id: str, *, num_envs: int,
     # given, the sub-envs are made one by one below.
     if gymnasium.spec(env_id).vector_entry_point is not None and max_episode_steps is None:
         env = gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point")
-        if (env.metadata.get("autoreset_mode") == AutoresetMode.SAME_STEP
-                and not _is_flattened(env.single_observation_space)):
+        if env.metadata.get("autoreset_mode") == AutoresetMode.SAME_STEP and not _is_flattened(
+            env.single_observation_space
+        ):
             return env
         env.close()
     # Each sub-env flattens its own observations where they need it, so SAME_STEP's
     # `info["final_obs"]` (a truncated episode's last observation) is flattened too.
     limit = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
-    return gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
-                              vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
-                              wrappers=[_flattened_if_needed], **limit)
+    return gymnasium.make_vec(
+        env_id,
+        num_envs=num_envs,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+        wrappers=[_flattened_if_needed],
+        **limit,
+    )
 
 
 def _check_env_id(env_id: str) -> None:
     """Raises a one-line ValueError unless `env_id` can be built here."""
     if _needs_ale_py(env_id):
         if importlib.util.find_spec("ale_py") is None:
-            raise ValueError(f"environment id {env_id!r} needs ale_py: "
-                             "install the atari extra: pip install -e '.[atari]'")
+            raise ValueError(
+                f"environment id {env_id!r} needs ale_py: "
+                "install the atari extra: pip install -e '.[atari]'"
+            )
         import ale_py
 
         gymnasium.register_envs(ale_py)  # registers the ALE/... and *NoFrameskip* ids
     if minatar.is_minatar_id(env_id):
         if importlib.util.find_spec("minatar") is None:
-            raise ValueError(f"environment id {env_id!r} needs minatar: "
-                             "install the minatar extra: pip install -e '.[minatar]'")
+            raise ValueError(
+                f"environment id {env_id!r} needs minatar: "
+                "install the minatar extra: pip install -e '.[minatar]'"
+            )
         minatar.register_minatar_envs()  # registers the MinAtar/... ids
     registered_id = env_id
     if ":" in env_id:
@@ -320,8 +382,9 @@ def _check_env_id(env_id: str) -> None:
         try:
             importlib.import_module(module)
         except ImportError as err:
-            raise ValueError(f"environment id {env_id!r}: cannot import module {module!r} "
-                             f"({err})") from None
+            raise ValueError(
+                f"environment id {env_id!r}: cannot import module {module!r} ({err})"
+            ) from None
     if registered_id not in gymnasium.envs.registry:
         close = difflib.get_close_matches(registered_id, list(gymnasium.envs.registry), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -339,10 +402,14 @@ def _needs_ale_py(env_id: str) -> bool:
 
 def _num_discrete_actions(env_id: str, action_space: gymnasium.Space) -> int:
     if not isinstance(action_space, gymnasium.spaces.Discrete):
-        raise ValueError(f"environment {env_id!r} has action space {action_space}; "
-                         "only Discrete action spaces are supported")
+        raise ValueError(
+            f"environment {env_id!r} has action space {action_space}; "
+            "only Discrete action spaces are supported"
+        )
     if action_space.start != 0:
         # The agent's action index is passed to the env unchanged.
-        raise ValueError(f"environment {env_id!r} has Discrete actions starting at "
-                         f"{action_space.start}; only Discrete(n) starting at 0 is supported")
+        raise ValueError(
+            f"environment {env_id!r} has Discrete actions starting at "
+            f"{action_space.start}; only Discrete(n) starting at 0 is supported"
+        )
     return int(action_space.n)

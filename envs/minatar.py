@@ -41,8 +41,12 @@ from gymnasium.vector import AutoresetMode
 from impala_rep.envs.seeding import NUMPY_SEED_LIMIT, first_sub_env_seed
 from impala_rep.value_checks import STICKY_ACTIONS_RANGE, is_sticky_probability
 
-__all__ = ["DEFAULT_STICKY_ACTION_PROB", "is_minatar_id", "make_minatar_vector_env",
-           "register_minatar_envs"]
+__all__ = [
+    "DEFAULT_STICKY_ACTION_PROB",
+    "is_minatar_id",
+    "make_minatar_vector_env",
+    "register_minatar_envs",
+]
 
 # MinAtar's own default (minatar.Environment) and the MinAtar paper's setting.
 DEFAULT_STICKY_ACTION_PROB = 0.1
@@ -61,8 +65,10 @@ def is_minatar_id(env_id: str) -> bool:
 def register_minatar_envs() -> None:
     """Registers MinAtar's gymnasium ids once; ValueError naming the extra if it is missing."""
     if importlib.util.find_spec("minatar") is None:
-        raise ValueError("MinAtar environment ids need the minatar package: "
-                         "install the minatar extra: pip install -e '.[minatar]'")
+        raise ValueError(
+            "MinAtar environment ids need the minatar package: "
+            "install the minatar extra: pip install -e '.[minatar]'"
+        )
     if any(key.startswith(_PREFIX) for key in gymnasium.envs.registry):
         return  # registering again would only warn about overriding every id
     from minatar.gym import register_envs
@@ -70,9 +76,9 @@ def register_minatar_envs() -> None:
     register_envs()
 
 
-def make_minatar_vector_env(env_id: str, *, num_envs: int, seed: int,
-                            sticky_action_prob: float | None = None
-                            ) -> gymnasium.vector.SyncVectorEnv:
+def make_minatar_vector_env(
+    env_id: str, *, num_envs: int, seed: int, sticky_action_prob: float | None = None
+) -> gymnasium.vector.SyncVectorEnv:
     """`num_envs` `env_id` games stepped by a SAME_STEP `SyncVectorEnv`, reset with `seed`.
 
     Observations `[num_envs, 10, 10, C]` uint8 in {0, 255}, actions `[num_envs]`
@@ -88,12 +94,19 @@ def make_minatar_vector_env(env_id: str, *, num_envs: int, seed: int,
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
     sticky = DEFAULT_STICKY_ACTION_PROB if sticky_action_prob is None else sticky_action_prob
     if not is_sticky_probability(sticky):
-        raise ValueError(f"sticky_action_prob must be {STICKY_ACTIONS_RANGE}, got {sticky_action_prob}")
+        raise ValueError(
+            f"sticky_action_prob must be {STICKY_ACTIONS_RANGE}, got {sticky_action_prob}"
+        )
     sticky = float(sticky)
     register_minatar_envs()
-    env = gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
-                             vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
-                             wrappers=[_uint8_pixels], sticky_action_prob=sticky)
+    env = gymnasium.make_vec(
+        env_id,
+        num_envs=num_envs,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+        wrappers=[_uint8_pixels],
+        sticky_action_prob=sticky,
+    )
     env.reset(seed=first_sub_env_seed(seed, num_envs=num_envs, limit=NUMPY_SEED_LIMIT))
     return env
 
@@ -106,8 +119,10 @@ def _uint8_pixels(env: gymnasium.Env) -> gymnasium.Env:
     """
     space = env.observation_space
     return gymnasium.wrappers.TransformObservation(
-        env, _bool_to_pixels,
-        gymnasium.spaces.Box(low=0, high=255, shape=space.shape, dtype=np.uint8))
+        env,
+        _bool_to_pixels,
+        gymnasium.spaces.Box(low=0, high=255, shape=space.shape, dtype=np.uint8),
+    )
 
 
 def _bool_to_pixels(observation: np.ndarray) -> np.ndarray:

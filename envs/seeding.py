@@ -14,8 +14,8 @@ import numbers
 
 __all__ = ["first_sub_env_seed", "ALE_SEED_LIMIT", "NUMPY_SEED_LIMIT"]
 
-ALE_SEED_LIMIT = 2**31          # ALE seeds must be below this (C int)
-NUMPY_SEED_LIMIT = 2**32        # numpy.random.RandomState seeds must be below this
+ALE_SEED_LIMIT = 2**31  # ALE seeds must be below this (C int)
+NUMPY_SEED_LIMIT = 2**32  # numpy.random.RandomState seeds must be below this
 
 
 def first_sub_env_seed(seed: int, *, num_envs: int, limit: int) -> int:

@@ -6,7 +6,8 @@
 The same agent and loss run through the command line too:
 
     .venv/bin/impala-rep train --learner-devices cpu:2 \\
-        --agent examples/custom_agent.py:make_agent --loss examples/custom_agent.py:l2_regularised_loss
+        --agent examples/custom_agent.py:make_agent \\
+        --loss examples/custom_agent.py:l2_regularised_loss
 
 What is "custom" here (docs/custom_agent.md walks through it):
 
@@ -69,8 +70,10 @@ class BatchNormMLPAgent:
             raise ValueError(f"num_actions must be >= 1, got {num_actions}")
         self.num_actions = num_actions
         # The torso and policy head: the built-in MLP's (impala_rep.MLPAgent).
-        self._torso = [tf.keras.layers.Dense(hidden_size, activation="relu", name=f"torso_{i}")
-                       for i in range(2)]
+        self._torso = [
+            tf.keras.layers.Dense(hidden_size, activation="relu", name=f"torso_{i}")
+            for i in range(2)
+        ]
         self._policy = tf.keras.layers.Dense(num_actions, name="policy_logits")
         # The value head: Dense -> CrossReplicaBatchNorm -> ReLU -> Dense. Only the learner
         # uses the baseline, so this batch norm can normalise with batch statistics there.
@@ -84,7 +87,9 @@ class BatchNormMLPAgent:
 
     def build(self, observation_shape: Sequence[int]) -> None:
         if len(observation_shape) != 1:
-            raise ValueError(f"BatchNormMLPAgent needs vector observations [D], got {tuple(observation_shape)}")
+            raise ValueError(
+                f"BatchNormMLPAgent needs vector observations [D], got {tuple(observation_shape)}"
+            )
         self._forward(tf.zeros([1, *observation_shape], tf.float32), training=False)
 
     # step, unroll and _forward run inside tf.function, where AutoGraph re-reads their
@@ -120,8 +125,10 @@ class BatchNormMLPAgent:
         t, b = tf.shape(observation)[0], tf.shape(observation)[1]
         flat = tf.reshape(observation, [t * b, observation.shape[-1]])
         out = self._forward(flat, training=True)
-        return AgentOutput(tf.reshape(out.policy_logits, [t, b, self.num_actions]),
-                           tf.reshape(out.baseline, [t, b])), state
+        return AgentOutput(
+            tf.reshape(out.policy_logits, [t, b, self.num_actions]),
+            tf.reshape(out.baseline, [t, b]),
+        ), state
 
     @property
     def trainable_variables(self) -> list[tf.Variable]:
@@ -144,7 +151,10 @@ class BatchNormMLPAgent:
     def get_weights(self) -> list[np.ndarray]:
         # What the learner publishes to the actors: the trainable weights AND the
         # batch-norm moving statistics `step` normalises the baseline's layer with.
-        return [np.asarray(v.numpy()) for v in [*self.trainable_variables, *self.non_trainable_variables]]
+        return [
+            np.asarray(v.numpy())
+            for v in [*self.trainable_variables, *self.non_trainable_variables]
+        ]
 
     def set_weights(self, weights: Sequence[np.ndarray]) -> None:
         variables = [*self.trainable_variables, *self.non_trainable_variables]
@@ -152,6 +162,8 @@ class BatchNormMLPAgent:
             raise ValueError(f"expected {len(variables)} weight arrays, got {len(weights)}")
         for variable, value in zip(variables, weights):
             variable.assign(value)
+
+
 # --8<-- [end:agent]
 
 
@@ -159,8 +171,12 @@ class BatchNormMLPAgent:
 def make_agent(*, observation_shape: Sequence[int], num_actions: int) -> BatchNormMLPAgent:
     """The `--agent` factory: a new, unbuilt agent (called once per learner and actor process)."""
     if len(observation_shape) != 1:
-        raise ValueError(f"this example needs vector observations, got shape {tuple(observation_shape)}")
+        raise ValueError(
+            f"this example needs vector observations, got shape {tuple(observation_shape)}"
+        )
     return BatchNormMLPAgent(num_actions=num_actions)
+
+
 # --8<-- [end:factory]
 
 
@@ -181,48 +197,71 @@ def l2_regularised_loss(*, agent, config, actions, l2_cost: float = L2_COST, **t
     total = impala.loss + tf.nn.scale_regularization_loss(l2)
     # "loss" is in `sums` (summed over replicas), so report this replica's share of the
     # total; "l2_loss" is in `means` (averaged over replicas): the penalty itself.
-    return LossOutput(total, sums={**impala.sums, "loss": tf.stop_gradient(total)},
-                      means={**impala.means, "l2_loss": tf.stop_gradient(l2)})
+    return LossOutput(
+        total,
+        sums={**impala.sums, "loss": tf.stop_gradient(total)},
+        means={**impala.means, "l2_loss": tf.stop_gradient(l2)},
+    )
+
+
 # --8<-- [end:loss]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="CartPole-v1")
-    parser.add_argument("--learner-devices", default="cpu:2", help="Replicator device spec (default: cpu:2)")
+    parser.add_argument(
+        "--learner-devices", default="cpu:2", help="Replicator device spec (default: cpu:2)"
+    )
     parser.add_argument("--total-frames", type=int, default=1_000_000)
     parser.add_argument("--num-actors", type=int, default=2)
     parser.add_argument("--envs-per-actor", type=int, default=64)
     parser.add_argument("--unroll-length", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=LEARNING_RATE)
-    parser.add_argument("--l2-cost", type=float, default=L2_COST, help="weight decay per environment step")
+    parser.add_argument(
+        "--l2-cost", type=float, default=L2_COST, help="weight decay per environment step"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--logdir", default=None)
-    parser.add_argument("--ray-address", default=None, help="join this Ray cluster instead of starting one")
+    parser.add_argument(
+        "--ray-address", default=None, help="join this Ray cluster instead of starting one"
+    )
     args = parser.parse_args(argv)
     try:
         # Keys are the command line's flags without dashes.
-        config = TrainConfig.from_keys(dict(
-            env=args.env, learner_devices=args.learner_devices, total_frames=args.total_frames,
-            num_actors=args.num_actors, envs_per_actor=args.envs_per_actor,
-            unroll_length=args.unroll_length, batch_size=args.batch_size,
-            learning_rate=args.learning_rate, seed=args.seed, logdir=args.logdir,
-            ray_address=args.ray_address))
+        config = TrainConfig.from_keys(
+            dict(
+                env=args.env,
+                learner_devices=args.learner_devices,
+                total_frames=args.total_frames,
+                num_actors=args.num_actors,
+                envs_per_actor=args.envs_per_actor,
+                unroll_length=args.unroll_length,
+                batch_size=args.batch_size,
+                learning_rate=args.learning_rate,
+                seed=args.seed,
+                logdir=args.logdir,
+                ray_address=args.ray_address,
+            )
+        )
     except ValueError as err:
         parser.error(str(err))
     # --8<-- [start:train]
     spec = describe_env(config.env.id)
     # Both are pickled to the learner and actor processes. Defined in this script
     # (__main__), cloudpickle sends them by value: the workers need not import it.
-    agent = functools.partial(make_agent, observation_shape=spec.observation_shape,
-                              num_actions=spec.num_actions)
+    agent = functools.partial(
+        make_agent, observation_shape=spec.observation_shape, num_actions=spec.num_actions
+    )
     loss = functools.partial(l2_regularised_loss, l2_cost=args.l2_cost)
     result = train(config, agent=agent, loss=loss)
     # --8<-- [end:train]
     last = result.records[-1]
-    print(f"custom agent: {result.learner_steps} learner steps on {config.learner.devices}, "
-          f"final mean return {result.episode_return_mean}, last loss {last['loss']}")
+    print(
+        f"custom agent: {result.learner_steps} learner steps on {config.learner.devices}, "
+        f"final mean return {result.episode_return_mean}, last loss {last['loss']}"
+    )
     return 0
 
 

@@ -31,23 +31,30 @@ TOLERANCE = 1e-4  # float32 sums in a different order across replicas differ by 
 
 # --8<-- [start:input_fn]
 def input_fn(step: int, *, batch_size: int) -> dict[str, np.ndarray]:
-    """The host batch for `step`: x `[batch_size, 8]`, y = a fixed non-linear map `[batch_size, 1]`."""
+    """The host batch for `step`: x `[batch_size, 8]`, y = a fixed non-linear map
+    `[batch_size, 1]`."""
     rng = np.random.default_rng(step)
     x = rng.normal(size=(batch_size, 8)).astype(np.float32)
     y = np.sin(x[:, :4].sum(axis=1, keepdims=True)) + 0.5 * x[:, 4:5] * x[:, 5:6]
     return {"x": x, "y": y.astype(np.float32)}
+
+
 # --8<-- [end:input_fn]
 
 
 # --8<-- [start:make_model]
 def make_model(tf, norm_layer):
-    return tf.keras.Sequential([
-        tf.keras.Input((8,)),
-        tf.keras.layers.Dense(32, use_bias=False),
-        norm_layer(),
-        tf.keras.layers.Activation("relu"),
-        tf.keras.layers.Dense(1),
-    ])
+    return tf.keras.Sequential(
+        [
+            tf.keras.Input((8,)),
+            tf.keras.layers.Dense(32, use_bias=False),
+            norm_layer(),
+            tf.keras.layers.Activation("relu"),
+            tf.keras.layers.Dense(1),
+        ]
+    )
+
+
 # --8<-- [end:make_model]
 
 
@@ -81,6 +88,8 @@ def train_on(replicator, *, steps: int, batch_size: int, initial_weights=None):
         per_replica = replicator.run(step_fn, input_fn(step, batch_size=batch_size))
         losses.append(float(per_replica[0]))  # identical on every replica
     return losses, model.get_weights(), initial
+
+
 # --8<-- [end:train_on]
 
 
@@ -90,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=64, help="global batch, a multiple of 2")
     args = parser.parse_args(argv)
     if args.steps < 1 or args.batch_size < 2 or args.batch_size % 2:
-        parser.error(f"need --steps >= 1 and an even --batch-size >= 2, got {args.steps}, {args.batch_size}")
+        parser.error(
+            f"need --steps >= 1 and an even --batch-size >= 2, got {args.steps}, {args.batch_size}"
+        )
     from impala_rep import quiet_native_logs
 
     quiet_native_logs(verbose=False)  # TensorFlow's start-up notes, discarded: before its import
@@ -103,19 +114,27 @@ def main(argv: list[str] | None = None) -> int:
     two = Replicator("cpu:2")
     import tensorflow as tf
 
-    one = Replicator(strategy=tf.distribute.MirroredStrategy(
-        ["/cpu:0"], cross_device_ops=tf.distribute.ReductionToOneDevice()))
+    one = Replicator(
+        strategy=tf.distribute.MirroredStrategy(
+            ["/cpu:0"], cross_device_ops=tf.distribute.ReductionToOneDevice()
+        )
+    )
     # --8<-- [end:replicators]
 
     tf.keras.utils.set_random_seed(0)
     losses_2, weights_2, initial = train_on(two, steps=args.steps, batch_size=args.batch_size)
-    losses_1, weights_1, _ = train_on(one, steps=args.steps, batch_size=args.batch_size,
-                                      initial_weights=initial)
+    losses_1, weights_1, _ = train_on(
+        one, steps=args.steps, batch_size=args.batch_size, initial_weights=initial
+    )
 
-    print(f"{args.steps} steps of a global batch of {args.batch_size} "
-          f"({args.batch_size // 2} per replica on 2 replicas)")
+    print(
+        f"{args.steps} steps of a global batch of {args.batch_size} "
+        f"({args.batch_size // 2} per replica on 2 replicas)"
+    )
     print(f"  {'step':>6s}{'2 replicas':>14s}{'1 replica':>14s}")
-    for step in sorted({0, *range(args.steps // 5, args.steps, max(1, args.steps // 5)), args.steps - 1}):
+    for step in sorted(
+        {0, *range(args.steps // 5, args.steps, max(1, args.steps // 5)), args.steps - 1}
+    ):
         print(f"  {step + 1:6d}{losses_2[step]:14.6f}{losses_1[step]:14.6f}")
     difference = max(float(np.max(np.abs(a - b))) for a, b in zip(weights_2, weights_1))
     print(f"max |weight difference| (batch-norm moving statistics included): {difference:.2e}")

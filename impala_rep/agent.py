@@ -12,18 +12,28 @@ Shapes follow the package convention (see `impala_rep`): `B` batch, `T` time,
 from __future__ import annotations
 
 import collections
-from typing import Any, Protocol, Sequence
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import tensorflow as tf
 
 from impala_rep.agent_io import AgentInputs, AgentOutput  # noqa: F401  (their documented home)
 from impala_rep.host_mlp import mlp_host_step
+
 # bounds_normalization is re-exported: its documented home is here, beside MLPAgent.
 from impala_rep.observation_scaling import bounds_normalization, observation_scaling  # noqa: F401
 
-__all__ = ["AgentOutput", "AgentInputs", "Agent", "MLPAgent", "flat_observations", "layer_variables",
-           "weights_of", "assign_weights"]
+__all__ = [
+    "AgentOutput",
+    "AgentInputs",
+    "Agent",
+    "MLPAgent",
+    "flat_observations",
+    "layer_variables",
+    "weights_of",
+    "assign_weights",
+]
 
 
 class Agent(Protocol):
@@ -118,15 +128,25 @@ class MLPAgent:
     same with or without it.
     """
 
-    def __init__(self, *, num_actions: int, hidden_sizes: Sequence[int] = (64, 64),
-                 observation_normalization: tuple[Sequence[float], Sequence[float]] | None = None):
+    def __init__(
+        self,
+        *,
+        num_actions: int,
+        hidden_sizes: Sequence[int] = (64, 64),
+        observation_normalization: tuple[Sequence[float], Sequence[float]] | None = None,
+    ):
         if num_actions < 1:
             raise ValueError(f"num_actions must be >= 1, got {num_actions}")
         self.num_actions = num_actions
-        self._scaling = (None if observation_normalization is None
-                         else observation_scaling(*observation_normalization))
-        self._torso = [tf.keras.layers.Dense(h, activation="relu", name=f"torso_{i}")
-                       for i, h in enumerate(hidden_sizes)]
+        self._scaling = (
+            None
+            if observation_normalization is None
+            else observation_scaling(*observation_normalization)
+        )
+        self._torso = [
+            tf.keras.layers.Dense(h, activation="relu", name=f"torso_{i}")
+            for i, h in enumerate(hidden_sizes)
+        ]
         self._policy = tf.keras.layers.Dense(num_actions, name="policy_logits")
         self._baseline = tf.keras.layers.Dense(1, name="baseline")
         self._layers = [*self._torso, self._policy, self._baseline]
@@ -153,8 +173,10 @@ class MLPAgent:
         t, b = tf.shape(observation)[0], tf.shape(observation)[1]
         flat = tf.reshape(observation, tf.concat([[t * b], tf.shape(observation)[2:]], 0))
         out = self._forward(flat)
-        return AgentOutput(tf.reshape(out.policy_logits, [t, b, self.num_actions]),
-                           tf.reshape(out.baseline, [t, b])), state
+        return AgentOutput(
+            tf.reshape(out.policy_logits, [t, b, self.num_actions]),
+            tf.reshape(out.baseline, [t, b]),
+        ), state
 
     @property
     def trainable_variables(self) -> list[tf.Variable]:

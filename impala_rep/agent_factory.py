@@ -10,7 +10,8 @@ builds the agent.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from impala_rep.config import NETWORKS  # the one list of network names (the CLI's choices)
 
@@ -59,28 +60,45 @@ def make_agent(
             # Atari's 84x84 gets the paper's net; MinAtar's 10x10 is too small for it.
             network = "shallow" if min(shape[:2]) >= SHALLOW_MIN_IMAGE_SIZE else "minatar"
         else:
-            raise ValueError(f"network='auto' needs observations of rank 1 (vectors, MLP) or 3 "
-                             f"(images [H, W, C], CNN), got shape {shape}")
+            raise ValueError(
+                f"network='auto' needs observations of rank 1 (vectors, MLP) or 3 "
+                f"(images [H, W, C], CNN), got shape {shape}"
+            )
     if network == "mlp":
         if len(shape) != 1:
-            raise ValueError(f"network='mlp' needs rank-1 observations, got shape {shape}; "
-                             f"use 'shallow', 'deep' or 'minatar' for images")
+            raise ValueError(
+                f"network='mlp' needs rank-1 observations, got shape {shape}; "
+                f"use 'shallow', 'deep' or 'minatar' for images"
+            )
         if use_lstm:
-            raise ValueError("use_lstm=True is not supported with network='mlp'; "
-                             "allowed with 'shallow', 'deep' or 'minatar' (or 'auto' on images)")
-        normalization = None if observation_normalization is None else tuple(
-            tuple(float(v) for v in side) for side in observation_normalization)
-        return functools.partial(_mlp, num_actions=int(num_actions),
-                                 hidden_sizes=tuple(int(h) for h in hidden_sizes),
-                                 observation_normalization=normalization)
+            raise ValueError(
+                "use_lstm=True is not supported with network='mlp'; "
+                "allowed with 'shallow', 'deep' or 'minatar' (or 'auto' on images)"
+            )
+        normalization = (
+            None
+            if observation_normalization is None
+            else tuple(tuple(float(v) for v in side) for side in observation_normalization)
+        )
+        return functools.partial(
+            _mlp,
+            num_actions=int(num_actions),
+            hidden_sizes=tuple(int(h) for h in hidden_sizes),
+            observation_normalization=normalization,
+        )
     if len(shape) != 3:
-        raise ValueError(f"network={network!r} needs image observations [H, W, C], got shape "
-                         f"{shape}; use 'mlp' for vectors")
+        raise ValueError(
+            f"network={network!r} needs image observations [H, W, C], got shape "
+            f"{shape}; use 'mlp' for vectors"
+        )
     if network == "shallow" and min(shape[:2]) < SHALLOW_MIN_IMAGE_SIZE:
-        raise ValueError(f"network='shallow' needs images of at least {SHALLOW_MIN_IMAGE_SIZE}x"
-                         f"{SHALLOW_MIN_IMAGE_SIZE}, got shape {shape}; use 'minatar' or 'deep'")
-    return functools.partial(_cnn, num_actions=int(num_actions), torso=network,
-                             use_lstm=bool(use_lstm))
+        raise ValueError(
+            f"network='shallow' needs images of at least {SHALLOW_MIN_IMAGE_SIZE}x"
+            f"{SHALLOW_MIN_IMAGE_SIZE}, got shape {shape}; use 'minatar' or 'deep'"
+        )
+    return functools.partial(
+        _cnn, num_actions=int(num_actions), torso=network, use_lstm=bool(use_lstm)
+    )
 
 
 def acting_agent(factory: Callable[[], Any]) -> Any | None:

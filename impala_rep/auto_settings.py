@@ -12,13 +12,20 @@ A leaf module (numpy-, TensorFlow- and Ray-free), as `impala_rep.config` is.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from impala_rep.config import TrainConfig
 from impala_rep.devices import DeviceSpec, parse_devices
 
-__all__ = ["AutoRule", "RunKind", "AUTO_RULES", "AUTO_KL_COST", "AUTO_RND_COST",
-           "resolve_auto_settings"]
+__all__ = [
+    "AutoRule",
+    "RunKind",
+    "AUTO_RULES",
+    "AUTO_KL_COST",
+    "AUTO_RND_COST",
+    "resolve_auto_settings",
+]
 
 # The novelty bonus's weight on vector observations: MountainCar needs the bonus, and at
 # this weight Acrobot ends where it does without it (docs/notebook.md, "Exploration by
@@ -34,9 +41,9 @@ AUTO_KL_COST = 0.3
 class RunKind:
     """What the auto rules decide from."""
 
-    vectors: bool        # the env's observations are vectors (not images)
-    built_in_mlp: bool   # the built-in MLP and IMPALA loss: no user agent or loss, vectors
-    one_cpu: bool        # the learner is one CPU device on one host
+    vectors: bool  # the env's observations are vectors (not images)
+    built_in_mlp: bool  # the built-in MLP and IMPALA loss: no user agent or loss, vectors
+    one_cpu: bool  # the learner is one CPU device on one host
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,25 +53,44 @@ class AutoRule:
     key: str
     rule: str
     decide: Callable[[RunKind], Any]
-    why: str                      # the notebook entry that measured it
-    kept_on_resume: bool = True   # False: decided again for the resumed command's layout
+    why: str  # the notebook entry that measured it
+    kept_on_resume: bool = True  # False: decided again for the resumed command's layout
 
 
 AUTO_RULES: tuple[AutoRule, ...] = (
-    AutoRule("normalize_advantages", "on for vector observations, off for images",
-             lambda kind: kind.vectors, why="Advantage normalisation"),
-    AutoRule("kl_cost", f"{AUTO_KL_COST:g} for vector observations, 0 for images",
-             lambda kind: AUTO_KL_COST if kind.vectors else 0.0, why="A KL term"),
-    AutoRule("rnd_cost", f"{AUTO_RND_COST:g} for vector observations, 0 (off) for images",
-             lambda kind: AUTO_RND_COST if kind.vectors else 0.0, why="Exploration by default"),
+    AutoRule(
+        "normalize_advantages",
+        "on for vector observations, off for images",
+        lambda kind: kind.vectors,
+        why="Advantage normalisation",
+    ),
+    AutoRule(
+        "kl_cost",
+        f"{AUTO_KL_COST:g} for vector observations, 0 for images",
+        lambda kind: AUTO_KL_COST if kind.vectors else 0.0,
+        why="A KL term",
+    ),
+    AutoRule(
+        "rnd_cost",
+        f"{AUTO_RND_COST:g} for vector observations, 0 (off) for images",
+        lambda kind: AUTO_RND_COST if kind.vectors else 0.0,
+        why="Exploration by default",
+    ),
     # XLA changes nothing in the checkpoint, so a resume onto other devices decides again.
-    AutoRule("learner_xla", "on for the built-in MLP and loss (vector observations, no --agent "
-             "or --loss) on one CPU of one learner host, else off",
-             lambda kind: kind.built_in_mlp and kind.one_cpu, why="Where the CPU goes",
-             kept_on_resume=False),
-    AutoRule("learner_autograph", "off for the built-in MLP and loss (they have no Python "
-             "control flow on tensors), else on",
-             lambda kind: not kind.built_in_mlp, why="Where the CPU goes"),
+    AutoRule(
+        "learner_xla",
+        "on for the built-in MLP and loss (vector observations, no --agent "
+        "or --loss) on one CPU of one learner host, else off",
+        lambda kind: kind.built_in_mlp and kind.one_cpu,
+        why="Where the CPU goes",
+        kept_on_resume=False,
+    ),
+    AutoRule(
+        "learner_autograph",
+        "off for the built-in MLP and loss (they have no Python control flow on tensors), else on",
+        lambda kind: not kind.built_in_mlp,
+        why="Where the CPU goes",
+    ),
 )
 
 
@@ -74,14 +100,27 @@ def run_kind(config: TrainConfig, observation_shape, *, users_code: bool = False
     vectors = len(observation_shape) == 1
     return RunKind(
         vectors=vectors,
-        built_in_mlp=(vectors and not users_code and config.agent.factory is None
-                      and config.agent.network in ("auto", "mlp") and config.loss.function is None),
-        one_cpu=(config.learner.hosts == 1
-                 and parse_devices(config.learner.devices) == DeviceSpec("cpu", 1)))
+        built_in_mlp=(
+            vectors
+            and not users_code
+            and config.agent.factory is None
+            and config.agent.network in ("auto", "mlp")
+            and config.loss.function is None
+        ),
+        one_cpu=(
+            config.learner.hosts == 1
+            and parse_devices(config.learner.devices) == DeviceSpec("cpu", 1)
+        ),
+    )
 
 
-def resolve_auto_settings(config: TrainConfig, observation_shape, *,
-                          saved: TrainConfig | None = None, users_code: bool = False) -> TrainConfig:
+def resolve_auto_settings(
+    config: TrainConfig,
+    observation_shape,
+    *,
+    saved: TrainConfig | None = None,
+    users_code: bool = False,
+) -> TrainConfig:
     """`config` with every setting left to auto made concrete by its `AUTO_RULES` entry.
 
     On resume, `saved` is the run's own config, and a rule `kept_on_resume` takes what the

@@ -16,19 +16,50 @@ A leaf module (it imports only `impala_rep.devices`, `.code_spec`, `.config_chec
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from impala_rep.code_spec import parse_code_spec
-from impala_rep.devices import parse_devices
-from impala_rep.config_checks import ConfigField, bools as _bools, declared_choices as _declared_choices
-from impala_rep.config_checks import field as _field, key_of as _key_of, numbers as _numbers
+from impala_rep.config_checks import (
+    ConfigField,
+)
+from impala_rep.config_checks import (
+    bools as _bools,
+)
+from impala_rep.config_checks import (
+    declared_choices as _declared_choices,
+)
+from impala_rep.config_checks import field as _field
+from impala_rep.config_checks import key_of as _key_of
+from impala_rep.config_checks import numbers as _numbers
 from impala_rep.config_checks import positive_ints as _positive_ints
-from impala_rep.value_checks import (SEED_RANGE, STICKY_ACTIONS_RANGE, is_int, is_seed,
-                                     is_sticky_probability, require)
+from impala_rep.devices import parse_devices
+from impala_rep.value_checks import (
+    SEED_RANGE,
+    STICKY_ACTIONS_RANGE,
+    is_int,
+    is_seed,
+    is_sticky_probability,
+    require,
+)
 
-__all__ = ["TrainConfig", "EnvConfig", "AgentConfig", "ActorConfig", "LearnerConfig", "LossConfig",
-           "OptimizerConfig", "RunConfig", "NETWORKS", "REWARD_CLIPPING", "LAUNCHERS", "OPTIMIZERS",
-           "ConfigField", "config_fields", "field_for"]
+__all__ = [
+    "TrainConfig",
+    "EnvConfig",
+    "AgentConfig",
+    "ActorConfig",
+    "LearnerConfig",
+    "LossConfig",
+    "OptimizerConfig",
+    "RunConfig",
+    "NETWORKS",
+    "REWARD_CLIPPING",
+    "LAUNCHERS",
+    "OPTIMIZERS",
+    "ConfigField",
+    "config_fields",
+    "field_for",
+]
 
 NETWORKS = ("auto", "mlp", "shallow", "deep", "minatar")
 REWARD_CLIPPING = ("abs_one", "none")
@@ -42,56 +73,96 @@ class EnvConfig:
 
     id: str = _field("CartPole-v1", "gymnasium environment id", flag="--env")
     sticky_actions: float | None = _field(
-        None, "Atari and MinAtar: probability of repeating the previous action instead of the "
-              "chosen one; none keeps the env's own (ALE/...-v5 0.25, ...NoFrameskip-v4 0 as in "
-              "the IMPALA paper, MinAtar 0.1)", metavar="PROB")
+        None,
+        "Atari and MinAtar: probability of repeating the previous action instead of the "
+        "chosen one; none keeps the env's own (ALE/...-v5 0.25, ...NoFrameskip-v4 0 as in "
+        "the IMPALA paper, MinAtar 0.1)",
+        metavar="PROB",
+    )
     episodic_life: bool = _field(
-        False, "Atari: a lost life ends the episode for training (ale-py then restarts the game, "
-               "so returns are one life's score)")
+        False,
+        "Atari: a lost life ends the episode for training (ale-py then restarts the game, "
+        "so returns are one life's score)",
+    )
     max_episode_steps: int | None = _field(
-        None, "gymnasium ids: end an episode after this many steps (truncated: its targets "
-              "bootstrap from the last observation's value), replacing the id's registered time "
-              "limit; none keeps the registered one (CliffWalking-v1 has none). Not for Atari or "
-              "MinAtar ids", metavar="STEPS")
+        None,
+        "gymnasium ids: end an episode after this many steps (truncated: its targets "
+        "bootstrap from the last observation's value), replacing the id's registered time "
+        "limit; none keeps the registered one (CliffWalking-v1 has none). Not for Atari or "
+        "MinAtar ids",
+        metavar="STEPS",
+    )
 
     def __post_init__(self):
-        require(isinstance(self.id, str) and bool(self.id), "env", self.id, "must be a gymnasium id")
+        require(
+            isinstance(self.id, str) and bool(self.id), "env", self.id, "must be a gymnasium id"
+        )
         sticky = self.sticky_actions
-        require(sticky is None or is_sticky_probability(sticky), "sticky_actions",
-                 sticky, f"must be {STICKY_ACTIONS_RANGE}, or None for the env's own")
+        require(
+            sticky is None or is_sticky_probability(sticky),
+            "sticky_actions",
+            sticky,
+            f"must be {STICKY_ACTIONS_RANGE}, or None for the env's own",
+        )
         _bools(self, "episodic_life")
-        _numbers(self, ("max_episode_steps",), lambda v: is_int(v) and v >= 1,
-                 "must be a positive integer", optional=True)
+        _numbers(
+            self,
+            ("max_episode_steps",),
+            lambda v: is_int(v) and v >= 1,
+            "must be a positive integer",
+            optional=True,
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class AgentConfig:
     """The agent's architecture: what its checkpoint's variables are (locked on resume)."""
 
-    network: str = _field("auto", "agent network: auto (MLP for vectors, shallow IMPALA CNN for "
-                                  "images, minatar for images under 20x20), mlp, shallow, deep, "
-                                  "minatar", choices=NETWORKS)
-    use_lstm: bool = _field(False, "add an LSTM core (state carried across unrolls, reset at "
-                                   "episode ends)")
-    hidden_sizes: tuple[int, ...] = _field((64, 64), "the MLP's layer sizes, e.g. 64,64",
-                                           metavar="N,N,...")
+    network: str = _field(
+        "auto",
+        "agent network: auto (MLP for vectors, shallow IMPALA CNN for "
+        "images, minatar for images under 20x20), mlp, shallow, deep, "
+        "minatar",
+        choices=NETWORKS,
+    )
+    use_lstm: bool = _field(
+        False, "add an LSTM core (state carried across unrolls, reset at episode ends)"
+    )
+    hidden_sizes: tuple[int, ...] = _field(
+        (64, 64), "the MLP's layer sizes, e.g. 64,64", metavar="N,N,..."
+    )
     scale_observations: bool = _field(
-        True, "MLP: map each observation dimension with finite bounds (as the env's Box declares "
-              "them) onto [-1, 1]")
+        True,
+        "MLP: map each observation dimension with finite bounds (as the env's Box declares "
+        "them) onto [-1, 1]",
+    )
     factory: str | None = _field(
-        None, "your own agent: FACTORY(observation_shape=..., num_actions=...) returns a new Agent; "
-              "MODULE is a module name (the current directory is searched) or a path/to/file.py. "
-              "Replaces --network/--use-lstm/--hidden-sizes (docs/guide/custom-agents.md). "
-              "It runs your code", flag="--agent", metavar="MODULE:FACTORY")
+        None,
+        "your own agent: FACTORY(observation_shape=..., num_actions=...) returns a new Agent; "
+        "MODULE is a module name (the current directory is searched) or a path/to/file.py. "
+        "Replaces --network/--use-lstm/--hidden-sizes (docs/guide/custom-agents.md). "
+        "It runs your code",
+        flag="--agent",
+        metavar="MODULE:FACTORY",
+    )
 
     def __post_init__(self):
         _declared_choices(self, "network")
         _bools(self, "use_lstm", "scale_observations")
-        require(not (self.use_lstm and self.network == "mlp"), "network", self.network,
-                 "the MLP agent has no LSTM core; use --network shallow or deep with --use-lstm")
-        require(isinstance(self.hidden_sizes, tuple) and len(self.hidden_sizes) >= 1
-                 and all(is_int(h) and h >= 1 for h in self.hidden_sizes),
-                 "hidden_sizes", self.hidden_sizes, "must be one or more positive layer sizes")
+        require(
+            not (self.use_lstm and self.network == "mlp"),
+            "network",
+            self.network,
+            "the MLP agent has no LSTM core; use --network shallow or deep with --use-lstm",
+        )
+        require(
+            isinstance(self.hidden_sizes, tuple)
+            and len(self.hidden_sizes) >= 1
+            and all(is_int(h) and h >= 1 for h in self.hidden_sizes),
+            "hidden_sizes",
+            self.hidden_sizes,
+            "must be one or more positive layer sizes",
+        )
         if self.factory is not None:
             parse_code_spec(self.factory, what="agent")
 
@@ -104,15 +175,19 @@ class ActorConfig:
     # Many envs per policy call: a call costs about the same whatever its batch.
     envs_per_actor: int = _field(64, "environments each actor steps together")
     unroll_length: int = _field(20, "T, steps per unroll")
-    max_actor_failures: int = _field(10, "actor failures (each replaced) tolerated within 10 "
-                                         "minutes before the run stops")
+    max_actor_failures: int = _field(
+        10, "actor failures (each replaced) tolerated within 10 minutes before the run stops"
+    )
     # Far above an unroll (milliseconds to a second); start-up (a process, envs, TensorFlow's
     # import for agents without a twin) has its own, longer limit.
     actor_timeout_s: float = _field(
-        120.0, "an actor that sends no unroll for this long once started (waiting on the "
-               "learner's full queue is not silence; start-up may take 300 s, or this if longer) "
-               "is treated as hung and replaced",
-        flag="--actor-timeout", metavar="SECONDS")
+        120.0,
+        "an actor that sends no unroll for this long once started (waiting on the "
+        "learner's full queue is not silence; start-up may take 300 s, or this if longer) "
+        "is treated as hung and replaced",
+        flag="--actor-timeout",
+        metavar="SECONDS",
+    )
 
     def __post_init__(self):
         _positive_ints(self, "num_actors", "envs_per_actor", "unroll_length", "max_actor_failures")
@@ -123,29 +198,55 @@ class ActorConfig:
 class LearnerConfig:
     """The learner: its devices and hosts, its batch, its queue and checkpoints."""
 
-    devices: str = _field("cpu", "Replicator device spec per learner host, e.g. cpu:2, gpu or "
-                                 "tpu:NAME", flag="--learner-devices")
-    hosts: int = _field(1, "learner processes forming one MultiWorkerMirroredStrategy group, each "
-                           "fed by its round-robin share of the actors (docs/guide/scaling.md)",
-                        flag="--learner-hosts")
+    devices: str = _field(
+        "cpu",
+        "Replicator device spec per learner host, e.g. cpu:2, gpu or tpu:NAME",
+        flag="--learner-devices",
+    )
+    hosts: int = _field(
+        1,
+        "learner processes forming one MultiWorkerMirroredStrategy group, each "
+        "fed by its round-robin share of the actors (docs/guide/scaling.md)",
+        flag="--learner-hosts",
+    )
     batch_size: int = _field(32, "B, unrolls (env columns) per learner step")
     # 8 (docs/notebook.md, "How the defaults were chosen"); V-trace corrects the drift.
-    passes: int = _field(8, "learner updates on each batch (sample reuse); the learning-rate "
-                            "schedule counts every update")
-    target_kl: float | None = _field(None, "stop a batch's passes after the first whose kl metric (actors' "
-                                           "vs. learner's policy) exceeds this; none: every pass")
-    loss_grad_norms: bool = _field(False, "also report each loss part's own gradient norm "
-                                          "(grad_norm_pg_loss, ...); one more backward pass each")
-    queue_capacity: int = _field(1, "unroll blocks the learner queues before actors wait; bounds "
-                                    "policy lag")
+    passes: int = _field(
+        8,
+        "learner updates on each batch (sample reuse); the learning-rate "
+        "schedule counts every update",
+    )
+    target_kl: float | None = _field(
+        None,
+        "stop a batch's passes after the first whose kl metric (actors' "
+        "vs. learner's policy) exceeds this; none: every pass",
+    )
+    loss_grad_norms: bool = _field(
+        False,
+        "also report each loss part's own gradient norm "
+        "(grad_norm_pg_loss, ...); one more backward pass each",
+    )
+    queue_capacity: int = _field(
+        1, "unroll blocks the learner queues before actors wait; bounds policy lag"
+    )
     checkpoint_every_s: float = _field(
-        600.0, "seconds between checkpoints in LOGDIR/checkpoints; one is also written at the end "
-               "and on Ctrl-C/SIGTERM", flag="--checkpoint-every", metavar="SECONDS")
+        600.0,
+        "seconds between checkpoints in LOGDIR/checkpoints; one is also written at the end "
+        "and on Ctrl-C/SIGTERM",
+        flag="--checkpoint-every",
+        metavar="SECONDS",
+    )
     # None is auto: impala_rep.auto_settings decides it (and says how in the help).
-    xla: bool | None = _field(None, "compile the learner's step with XLA; one device on one host "
-                                    "only", flag="--learner-xla")
-    autograph: bool | None = _field(None, "convert the learner's step with AutoGraph (Python control "
-                                          "flow on tensors)", flag="--learner-autograph")
+    xla: bool | None = _field(
+        None,
+        "compile the learner's step with XLA; one device on one host only",
+        flag="--learner-xla",
+    )
+    autograph: bool | None = _field(
+        None,
+        "convert the learner's step with AutoGraph (Python control flow on tensors)",
+        flag="--learner-autograph",
+    )
 
     def __post_init__(self):
         _positive_ints(self, "hosts", "batch_size", "passes", "queue_capacity")
@@ -158,20 +259,34 @@ class LearnerConfig:
             # MultiWorkerMirroredStrategy replicates over a host's GPUs, or over ONE
             # CPU device: logical CPU devices are not used across hosts, and a TPU
             # slice is one TPUStrategy, not a group of hosts.
-            require(spec.kind in ("cpu", "gpu", "auto") and not (spec.kind == "cpu" and spec.count > 1),
-                     "learner_devices", self.devices,
-                     f"with learner_hosts {self.hosts} each host uses its GPUs or one CPU; "
-                     "use 'cpu', 'gpu', 'gpu:N' or 'auto'")
+            require(
+                spec.kind in ("cpu", "gpu", "auto") and not (spec.kind == "cpu" and spec.count > 1),
+                "learner_devices",
+                self.devices,
+                f"with learner_hosts {self.hosts} each host uses its GPUs or one CPU; "
+                "use 'cpu', 'gpu', 'gpu:N' or 'auto'",
+            )
         if self.xla:
-            require(self.hosts == 1 and spec.kind in ("cpu", "gpu") and spec.count == 1,
-                    "learner_xla", self.xla, f"takes one device on one host ('cpu', 'cpu:1' or "
-                    f"'gpu:1'), not {self.devices!r} on {self.hosts} learner host(s)")
+            require(
+                self.hosts == 1 and spec.kind in ("cpu", "gpu") and spec.count == 1,
+                "learner_xla",
+                self.xla,
+                f"takes one device on one host ('cpu', 'cpu:1' or "
+                f"'gpu:1'), not {self.devices!r} on {self.hosts} learner host(s)",
+            )
         if spec.count or self.hosts > 1:
             total = self.hosts * (spec.count or 1)
-            where = (f"the {spec.count} learner replicas of {self.devices!r}" if self.hosts == 1
-                     else f"{self.hosts} learner hosts x {spec.count or 1} replicas each")
-            require(self.batch_size % total == 0, "batch_size", self.batch_size,
-                     f"must split evenly over {where}; use a multiple of {total}")
+            where = (
+                f"the {spec.count} learner replicas of {self.devices!r}"
+                if self.hosts == 1
+                else f"{self.hosts} learner hosts x {spec.count or 1} replicas each"
+            )
+            require(
+                self.batch_size % total == 0,
+                "batch_size",
+                self.batch_size,
+                f"must split evenly over {where}; use a multiple of {total}",
+            )
 
     @property
     def host_batch_size(self) -> int:
@@ -187,63 +302,100 @@ class LossConfig:
     baseline_cost: float = _field(0.5, "weight of the baseline (value) loss")
     entropy_cost: float = _field(0.0, "weight of the entropy bonus")
     clip_rho_threshold: float | None = _field(1.0, "V-trace rho-bar (none: no clipping)")
-    clip_pg_rho_threshold: float | None = _field(1.0, "V-trace policy-gradient rho clip "
-                                                      "(none: no clipping)")
+    clip_pg_rho_threshold: float | None = _field(
+        1.0, "V-trace policy-gradient rho clip (none: no clipping)"
+    )
     lambda_: float = _field(1.0, "V-trace lambda (1: the paper's V-trace)", flag="--lambda")
     surrogate_clip: float | None = _field(
-        0.2, "none: IMPALA's policy gradient; a number epsilon: APPO's clipped surrogate "
-              "min(rA, clip(r, 1-epsilon, 1+epsilon)A) on V-trace advantages, r = pi/mu")
+        0.2,
+        "none: IMPALA's policy gradient; a number epsilon: APPO's clipped surrogate "
+        "min(rA, clip(r, 1-epsilon, 1+epsilon)A) on V-trace advantages, r = pi/mu",
+    )
     # kl_cost, normalize_advantages and rnd_cost: None is auto, decided (and described in the
     # help) by impala_rep.auto_settings.
     kl_cost: float | None = _field(
-        None, "weight of KL(behaviour policy || learner policy) in the loss", metavar="C")
+        None, "weight of KL(behaviour policy || learner policy) in the loss", metavar="C"
+    )
     normalize_advantages: bool | None = _field(
-        None, "standardise the policy term's advantages over each batch (PPO's), so its "
-              "size does not depend on the rewards' scale")
+        None,
+        "standardise the policy term's advantages over each batch (PPO's), so its "
+        "size does not depend on the rewards' scale",
+    )
     # Without it Acrobot's policy went deterministic within its first few thousand frames
     # (docs/notebook.md, "How the defaults were chosen").
     normalize_rewards: bool = _field(
-        True, "divide rewards by the running standard deviation of the discounted return, "
-              "measured by the actors (before any clipping)")
+        True,
+        "divide rewards by the running standard deviation of the discounted return, "
+        "measured by the actors (before any clipping)",
+    )
     rnd_cost: float | None = _field(
-        None, "weight of random network distillation's novelty bonus, added to the (scaled) "
-              "rewards: exploration for tasks whose reward random play never finds; 0: off",
-        metavar="C")
+        None,
+        "weight of random network distillation's novelty bonus, added to the (scaled) "
+        "rewards: exploration for tasks whose reward random play never finds; 0: off",
+        metavar="C",
+    )
     rnd_step_costs_only: bool = _field(
-        True, "apply the novelty bonus only to batches whose rewards (episode ends aside) are one constant "
-              "cost per step, as MountainCar's and Acrobot's -1; others train without it or its networks")
-    popart: bool = _field(False, "PopArt: the value head learns targets normalised by their running "
-                                 "mean and std, rescaled as those move so its values stay")
-    popart_step_size: float = _field(3e-4, "PopArt: how far the statistics move towards each "
-                                           "update's V-trace targets", metavar="BETA")
-    reward_clipping: str = _field("none", "clip rewards to [-1, 1] in the learner (abs_one) "
-                                             "or not (none)", choices=REWARD_CLIPPING)
+        True,
+        "apply the novelty bonus only to batches whose rewards (episode ends aside) are one "
+        "constant cost per step, as MountainCar's and Acrobot's -1; others train without it or "
+        "its networks",
+    )
+    popart: bool = _field(
+        False,
+        "PopArt: the value head learns targets normalised by their running "
+        "mean and std, rescaled as those move so its values stay",
+    )
+    popart_step_size: float = _field(
+        3e-4,
+        "PopArt: how far the statistics move towards each update's V-trace targets",
+        metavar="BETA",
+    )
+    reward_clipping: str = _field(
+        "none",
+        "clip rewards to [-1, 1] in the learner (abs_one) or not (none)",
+        choices=REWARD_CLIPPING,
+    )
     function: str | None = _field(
-        None, "your own learner loss (keyword arguments as impala_rep.loss_fn documents); "
-              "none: the IMPALA V-trace loss. It runs your code", flag="--loss",
-        metavar="MODULE:FUNCTION")
+        None,
+        "your own learner loss (keyword arguments as impala_rep.loss_fn documents); "
+        "none: the IMPALA V-trace loss. It runs your code",
+        flag="--loss",
+        metavar="MODULE:FUNCTION",
+    )
 
     def __post_init__(self):
         _numbers(self, ("discount", "lambda_"), lambda v: 0 <= v <= 1, "must be in [0, 1]")
         _numbers(self, ("baseline_cost", "entropy_cost"), lambda v: v >= 0, "must be >= 0")
         _numbers(self, ("kl_cost", "rnd_cost"), lambda v: v >= 0, "must be >= 0", optional=True)
-        _numbers(self, ("clip_rho_threshold", "clip_pg_rho_threshold", "surrogate_clip"), lambda v: v > 0,
-                 "must be > 0", optional=True)
+        _numbers(
+            self,
+            ("clip_rho_threshold", "clip_pg_rho_threshold", "surrogate_clip"),
+            lambda v: v > 0,
+            "must be > 0",
+            optional=True,
+        )
         _numbers(self, ("popart_step_size",), lambda v: 0 < v <= 1, "must be in (0, 1]")
         _bools(self, "normalize_rewards", "rnd_step_costs_only", "popart")
         _bools(self, "normalize_advantages", auto=True)
-        require(self.reward_clipping in REWARD_CLIPPING, "reward_clipping", self.reward_clipping,
-                 "must be " + " or ".join(repr(c) for c in REWARD_CLIPPING))
+        require(
+            self.reward_clipping in REWARD_CLIPPING,
+            "reward_clipping",
+            self.reward_clipping,
+            "must be " + " or ".join(repr(c) for c in REWARD_CLIPPING),
+        )
         if self.function is not None:
             parse_code_spec(self.function, what="loss")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class OptimizerConfig:
-    """The optimizer (the paper's RMSProp, or Adam), its learning-rate schedule, gradient clipping."""
+    """The optimizer (the paper's RMSProp, or Adam), its learning-rate schedule, gradient clipping."""  # noqa: E501 (--help and docs show line 1 only)
 
-    optimizer: str = _field("rmsprop", "rmsprop: the IMPALA paper's; adam: Adam (beta1 0.9, beta2 "
-                                       "0.999), as APPO and PPO use", choices=OPTIMIZERS)
+    optimizer: str = _field(
+        "rmsprop",
+        "rmsprop: the IMPALA paper's; adam: Adam (beta1 0.9, beta2 0.999), as APPO and PPO use",
+        choices=OPTIMIZERS,
+    )
     # CartPole's; the paper's Atari value is 6e-4 (--preset atari-paper).
     learning_rate: float = _field(5e-3, "learning rate, decayed linearly to 0 over the run")
     rmsprop_decay: float = _field(0.99, "RMSProp rho")
@@ -254,29 +406,53 @@ class OptimizerConfig:
 
     def __post_init__(self):
         _declared_choices(self, "optimizer")
-        _numbers(self, ("learning_rate", "rmsprop_epsilon", "adam_epsilon"), lambda v: v > 0,
-                 "must be a positive number")
-        _numbers(self, ("max_grad_norm",), lambda v: v > 0, "must be a positive number", optional=True)
-        _numbers(self, ("rmsprop_decay", "rmsprop_momentum"), lambda v: 0 <= v < 1, "must be in [0, 1)")
+        _numbers(
+            self,
+            ("learning_rate", "rmsprop_epsilon", "adam_epsilon"),
+            lambda v: v > 0,
+            "must be a positive number",
+        )
+        _numbers(
+            self, ("max_grad_norm",), lambda v: v > 0, "must be a positive number", optional=True
+        )
+        _numbers(
+            self, ("rmsprop_decay", "rmsprop_momentum"), lambda v: 0 <= v < 1, "must be in [0, 1)"
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RunConfig:
     """The run as a whole: its length, seed, directory, where it runs, how it reports."""
 
-    total_frames: int = _field(1_000_000, "env frames to train on (learner-consumed; Atari: "
-                                          "x4 frame skip); MinAtar ids default to 5,000,000")
+    total_frames: int = _field(
+        1_000_000,
+        "env frames to train on (learner-consumed; Atari: "
+        "x4 frame skip); MinAtar ids default to 5,000,000",
+    )
     seed: int = _field(0, "random seed")
-    logdir: str | None = _field(None, "new directory for config.json, metrics.jsonl, TensorBoard "
-                                      "events and checkpoints")
-    ray_address: str | None = _field(None, "join this Ray cluster (e.g. auto or HOST:PORT); "
-                                           "none: start an embedded local Ray")
-    launcher: str = _field("ray", "ray: actors and learner in Ray processes; local: all in this "
-                                  "process, as threads, no Ray (debugging, tests)", choices=LAUNCHERS)
-    report_every_s: float = _field(2.0, "seconds between progress lines and metrics records",
-                                   flag="--report-every", metavar="SECONDS")
-    verbose: bool = _field(False, "also show TensorFlow's, CUDA's and Ray's own log lines (worker "
-                                  "output included) on the console")
+    logdir: str | None = _field(
+        None, "new directory for config.json, metrics.jsonl, TensorBoard events and checkpoints"
+    )
+    ray_address: str | None = _field(
+        None, "join this Ray cluster (e.g. auto or HOST:PORT); none: start an embedded local Ray"
+    )
+    launcher: str = _field(
+        "ray",
+        "ray: actors and learner in Ray processes; local: all in this "
+        "process, as threads, no Ray (debugging, tests)",
+        choices=LAUNCHERS,
+    )
+    report_every_s: float = _field(
+        2.0,
+        "seconds between progress lines and metrics records",
+        flag="--report-every",
+        metavar="SECONDS",
+    )
+    verbose: bool = _field(
+        False,
+        "also show TensorFlow's, CUDA's and Ray's own log lines (worker "
+        "output included) on the console",
+    )
 
     def __post_init__(self):
         _positive_ints(self, "total_frames")
@@ -284,12 +460,23 @@ class RunConfig:
         _bools(self, "verbose")
         _numbers(self, ("report_every_s",), lambda v: v > 0, "must be a positive number")
         _declared_choices(self, "launcher")
-        require(not (self.launcher == "local" and self.ray_address), "ray_address", self.ray_address,
-                 "the local launcher starts no Ray; use --launcher ray to join a cluster")
+        require(
+            not (self.launcher == "local" and self.ray_address),
+            "ray_address",
+            self.ray_address,
+            "the local launcher starts no Ray; use --launcher ray to join a cluster",
+        )
 
 
-_GROUPS = {"env": EnvConfig, "agent": AgentConfig, "actors": ActorConfig, "learner": LearnerConfig,
-           "loss": LossConfig, "optimizer": OptimizerConfig, "run": RunConfig}
+_GROUPS = {
+    "env": EnvConfig,
+    "agent": AgentConfig,
+    "actors": ActorConfig,
+    "learner": LearnerConfig,
+    "loss": LossConfig,
+    "optimizer": OptimizerConfig,
+    "run": RunConfig,
+}
 
 
 def config_fields() -> Iterator[ConfigField]:
@@ -324,35 +511,53 @@ class TrainConfig:
 
     def __post_init__(self):
         for group, cls in _GROUPS.items():
-            require(isinstance(getattr(self, group), cls), group, getattr(self, group),
-                     f"must be a {cls.__name__}")
+            require(
+                isinstance(getattr(self, group), cls),
+                group,
+                getattr(self, group),
+                f"must be a {cls.__name__}",
+            )
         # Only what spans two groups is checked here; each group checked itself.
         hosts = self.learner.hosts
-        require(self.actors.num_actors >= hosts, "num_actors", self.actors.num_actors,
-                 f"every one of the {hosts} learner hosts needs an actor; use at least {hosts}")
+        require(
+            self.actors.num_actors >= hosts,
+            "num_actors",
+            self.actors.num_actors,
+            f"every one of the {hosts} learner hosts needs an actor; use at least {hosts}",
+        )
         # The local launcher runs one learner in its own process: a group of hosts needs Ray.
-        require(self.run.launcher == "ray" or hosts == 1, "learner_hosts", hosts,
-                 "must be 1 with --launcher local (several learner hosts need --launcher ray)")
-        require(self.learner.target_kl is None or self.loss.function is None, "target_kl",
-                self.learner.target_kl, "needs the built-in loss's kl metric; leave it unset with --loss")
+        require(
+            self.run.launcher == "ray" or hosts == 1,
+            "learner_hosts",
+            hosts,
+            "must be 1 with --launcher local (several learner hosts need --launcher ray)",
+        )
+        require(
+            self.learner.target_kl is None or self.loss.function is None,
+            "target_kl",
+            self.learner.target_kl,
+            "needs the built-in loss's kl metric; leave it unset with --loss",
+        )
 
     # --- keys: the flat names flags, presets and resume use -------------------------
     def get(self, key: str) -> Any:
         field = field_for(key)
         return getattr(getattr(self, field.group), field.name)
 
-    def replace(self, changes: Mapping[str, Any]) -> "TrainConfig":
+    def replace(self, changes: Mapping[str, Any]) -> TrainConfig:
         """A copy with `changes` ({key: value}) applied; each changed group is validated again."""
         per_group: dict[str, dict[str, Any]] = {}
         for key, value in changes.items():
             field = field_for(key)
             per_group.setdefault(field.group, {})[field.name] = value
-        groups = {group: dataclasses.replace(getattr(self, group), **values)
-                  for group, values in per_group.items()}
+        groups = {
+            group: dataclasses.replace(getattr(self, group), **values)
+            for group, values in per_group.items()
+        }
         return dataclasses.replace(self, **groups)
 
     @classmethod
-    def from_keys(cls, values: Mapping[str, Any]) -> "TrainConfig":
+    def from_keys(cls, values: Mapping[str, Any]) -> TrainConfig:
         """The defaults with `values` ({key: value}) applied."""
         return cls().replace(values)
 
@@ -362,7 +567,7 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "TrainConfig":
+    def from_json(cls, data: Mapping[str, Any]) -> TrainConfig:
         """The inverse of `to_json`; also reads config.json files of earlier versions
         (`impala_rep.config_json`). Unknown fields raise ValueError."""
         from impala_rep.config_json import flat_keys_of  # a module of its own: older layouts
@@ -381,7 +586,8 @@ class TrainConfig:
         return self.actors.unroll_length * self.learner.batch_size
 
     def total_agent_steps(self, frame_skip: int = 1) -> int:
-        """`run.total_frames` (env frames) in agent steps, for an env that skips `frame_skip` frames."""
+        """`run.total_frames` (env frames) in agent steps, for an env that skips `frame_skip`
+        frames."""
         return -(-self.run.total_frames // frame_skip)
 
     def total_learner_steps(self, frame_skip: int = 1) -> int:
@@ -389,4 +595,3 @@ class TrainConfig:
         learning rate decays to 0."""
         batches = -(-self.total_agent_steps(frame_skip) // self.steps_per_update)
         return max(1, batches * self.learner.passes)
-

@@ -12,7 +12,15 @@ from typing import Any
 
 from impala_rep.value_checks import is_int, is_number, require
 
-__all__ = ["ConfigField", "field", "key_of", "positive_ints", "bools", "numbers", "declared_choices"]
+__all__ = [
+    "ConfigField",
+    "field",
+    "key_of",
+    "positive_ints",
+    "bools",
+    "numbers",
+    "declared_choices",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,35 +37,55 @@ class ConfigField:
         return self.field.metadata.get("flag") or "--" + self.name.replace("_", "-")
 
 
-def field(default: Any, help: str, *, flag: str | None = None, choices: tuple | None = None,
-           metavar: str | None = None) -> Any:
+def field(
+    default: Any,
+    help: str,
+    *,
+    flag: str | None = None,
+    choices: tuple | None = None,
+    metavar: str | None = None,
+) -> Any:
     """A config field with what its flag needs: help text, and a flag name when it is not
     `--` + the field's name."""
-    return dataclasses.field(default=default, metadata={
-        "help": help, "flag": flag, "choices": choices, "metavar": metavar})
+    return dataclasses.field(
+        default=default,
+        metadata={"help": help, "flag": flag, "choices": choices, "metavar": metavar},
+    )
 
 
 def positive_ints(config: Any, *names: str) -> None:
     for name in names:
         value = getattr(config, name)
-        require(is_int(value) and value >= 1, _key(config, name), value, "must be a positive integer")
+        require(
+            is_int(value) and value >= 1, _key(config, name), value, "must be a positive integer"
+        )
 
 
 def bools(config: Any, *names: str, auto: bool = False) -> None:
     """Each named field is True or False; with `auto`, also None (decided for the env later)."""
     for name in names:
         value = getattr(config, name)
-        require(isinstance(value, bool) or (auto and value is None), _key(config, name), value,
-                "must be True, False or None (auto)" if auto else "must be True or False")
+        require(
+            isinstance(value, bool) or (auto and value is None),
+            _key(config, name),
+            value,
+            "must be True, False or None (auto)" if auto else "must be True or False",
+        )
 
 
-def numbers(config: Any, names: tuple[str, ...], ok, allowed: str, *, optional: bool = False) -> None:
+def numbers(
+    config: Any, names: tuple[str, ...], ok, allowed: str, *, optional: bool = False
+) -> None:
     for name in names:
         value = getattr(config, name)
         if value is None and optional:
             continue
-        require(is_number(value) and ok(value), _key(config, name), value,
-                 allowed + (", or None" if optional else ""))
+        require(
+            is_number(value) and ok(value),
+            _key(config, name),
+            value,
+            allowed + (", or None" if optional else ""),
+        )
 
 
 def declared_choices(config: Any, *names: str) -> None:

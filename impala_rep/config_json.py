@@ -9,7 +9,8 @@ default, except where that default is not what a run without the field did
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from impala_rep.config import config_fields
 
@@ -17,10 +18,18 @@ __all__ = ["flat_keys_of", "BEFORE_THE_FIELD"]
 
 # Fields added after the first config.json, with the value that means what a run without
 # them did, where that is not their default.
-BEFORE_THE_FIELD = {"normalize_rewards": False, "scale_observations": False, "passes": 1,
-                    "surrogate_clip": None, "kl_cost": 0.0, "normalize_advantages": False,
-                    "rnd_cost": 0.0, "rnd_step_costs_only": False, "learner_xla": False,
-                    "learner_autograph": True}
+BEFORE_THE_FIELD = {
+    "normalize_rewards": False,
+    "scale_observations": False,
+    "passes": 1,
+    "surrogate_clip": None,
+    "kl_cost": 0.0,
+    "normalize_advantages": False,
+    "rnd_cost": 0.0,
+    "rnd_step_costs_only": False,
+    "learner_xla": False,
+    "learner_autograph": True,
+}
 
 # Keys of the flat config.json before the config was grouped, where they differ.
 _RENAMED_KEYS = {"checkpoint_every_s": "checkpoint_every", "report_every_s": "report_every"}
@@ -37,7 +46,9 @@ def flat_keys_of(data: Mapping[str, Any]) -> dict[str, Any]:
             names = {f.name: f.key for f in fields if f.group == group}
             unknown = sorted(set(values) - set(names))
             if unknown:
-                raise ValueError(f"unknown config fields {', '.join(f'{group}.{u}' for u in unknown)}")
+                raise ValueError(
+                    f"unknown config fields {', '.join(f'{group}.{u}' for u in unknown)}"
+                )
             flat.update({names[name]: value for name, value in values.items()})
     else:  # keys of the flat config, two of which had another name then
         flat = {_RENAMED_KEYS.get(key, key): value for key, value in data.items()}

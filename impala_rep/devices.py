@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 __all__ = ["DeviceSpec", "parse_devices", "ALLOWED_SPECS", "tpu_resolver_args"]
 
-ALLOWED_SPECS = ('"auto", "cpu", "cpu:N", "gpu", "gpu:N", "tpu" or "tpu:NAME" (N a positive '
-                 'integer, NAME a TPU name or grpc:// address)')
+ALLOWED_SPECS = (
+    '"auto", "cpu", "cpu:N", "gpu", "gpu:N", "tpu" or "tpu:NAME" (N a positive '
+    "integer, NAME a TPU name or grpc:// address)"
+)
 _SPEC_RE = re.compile(r"^(auto|cpu|gpu|tpu)(?::(\d+))?$")
 # A TPU name as Cloud TPU spells it, "local" (a TPU VM), or a grpc://HOST:PORT address.
 _TPU_NAME_RE = re.compile(r"^(?i:tpu):((?:grpc://)?[A-Za-z0-9][A-Za-z0-9._:/-]*)$")

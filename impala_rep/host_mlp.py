@@ -10,7 +10,7 @@ the CPU goes").
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -20,8 +20,12 @@ from impala_rep.observation_scaling import observation_scaling
 __all__ = ["MLPHostAgent", "mlp_host_step"]
 
 
-def mlp_host_step(weights: Sequence[np.ndarray], inputs: AgentInputs, *,
-                  scaling: tuple[np.ndarray, np.ndarray] | None) -> AgentOutput:
+def mlp_host_step(
+    weights: Sequence[np.ndarray],
+    inputs: AgentInputs,
+    *,
+    scaling: tuple[np.ndarray, np.ndarray] | None,
+) -> AgentOutput:
     """`MLPAgent.step` in numpy: `weights` as `MLPAgent.get_weights` lists them (kernel,
     bias of each torso layer, then of the policy and baseline heads), inputs `[B, ...]`,
     `scaling` as `observation_scaling` makes it (None: unscaled)."""
@@ -45,14 +49,22 @@ class MLPHostAgent:
 
     is_acting_twin = True  # what `Actor` checks: act without building anything
 
-    def __init__(self, *, num_actions: int, hidden_sizes: Sequence[int] = (64, 64),
-                 observation_normalization: tuple[Sequence[float], Sequence[float]] | None = None):
+    def __init__(
+        self,
+        *,
+        num_actions: int,
+        hidden_sizes: Sequence[int] = (64, 64),
+        observation_normalization: tuple[Sequence[float], Sequence[float]] | None = None,
+    ):
         if num_actions < 1:
             raise ValueError(f"num_actions must be >= 1, got {num_actions}")
         self.num_actions = num_actions
         self._hidden_sizes = tuple(int(h) for h in hidden_sizes)
-        self._scaling = (None if observation_normalization is None
-                         else observation_scaling(*observation_normalization))
+        self._scaling = (
+            None
+            if observation_normalization is None
+            else observation_scaling(*observation_normalization)
+        )
 
     def weight_shapes(self, observation_shape: Sequence[int]) -> list[tuple[int, ...]]:
         """The shapes `MLPAgent.get_weights` gives for observations of `observation_shape`."""

@@ -10,12 +10,16 @@ columns, time-major as everywhere in the package (see `impala_rep`):
 |---|---|---|
 | agent | | the `Agent` being trained (e.g. its `trainable_variables` for a regulariser) |
 | inputs | `AgentInputs` of `[T+1, B', ...]` | what `agent.unroll` was fed |
-| outputs | `AgentOutput`: `[T+1, B', A]`, `[T+1, B']` | `agent.unroll` over all T+1 observations; index `[-1]` is the bootstrap |
+| outputs | `AgentOutput`: `[T+1, B', A]`, `[T+1, B']` | `agent.unroll` over all T+1 observations |
 | behaviour_logits | `[T, B', A]` float32 | the actors' logits |
 | actions | `[T, B']` int32 | actions taken |
-| rewards | `[T, B']` float32 | clipped as `config.reward_clipping` says, plus `discount * V(final observation)` where a time limit cut the episode (`impala_rep.transitions.vtrace_inputs`) |
-| discounts | `[T, B']` float32 | `config.discount * (1 - (terminated or truncated))` (`vtrace_inputs`) |
+| rewards | `[T, B']` float32 | clipped as `config.reward_clipping` says, plus a bootstrap (below) |
+| discounts | `[T, B']` float32 | `config.discount * (1 - (terminated or truncated))` |
 | config | `LossConfig` | discount, costs, clipping thresholds, lambda |
+
+Index `[-1]` of `outputs` is the bootstrap. Where a time limit cut the episode,
+`rewards` include `discount * V(final observation)`; `rewards` and `discounts`
+are as `impala_rep.transitions.vtrace_inputs` computes them.
 
 It returns a `LossOutput(loss, sums, means)`:
 
@@ -51,7 +55,8 @@ closure.
 from __future__ import annotations
 
 import types
-from typing import Any, Callable, Mapping, NamedTuple, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, Protocol
 
 import tensorflow as tf
 
@@ -61,8 +66,14 @@ from impala_rep.losses import impala_loss_terms
 from impala_rep.shapes import assert_shape
 from impala_rep.transitions import vtrace_inputs
 
-__all__ = ["LossFn", "LossOutput", "impala_loss_fn", "apply_loss", "check_loss_output",
-           "LEARNER_METRICS"]
+__all__ = [
+    "LossFn",
+    "LossOutput",
+    "impala_loss_fn",
+    "apply_loss",
+    "check_loss_output",
+    "LEARNER_METRICS",
+]
 
 # What the learner adds to every step's metrics, and what each means; a loss metric of the
 # same name would be overwritten (or, for "finite", taken for the learner's own check).
@@ -70,11 +81,11 @@ LEARNER_METRICS = {
     "grad_norm": "global norm of the update's gradient, before clipping",
     "learning_rate": "the learning rate the update used (it decays linearly to 0 over the run)",
     "finite": "whether the update's loss and gradient were finite (a non-finite one stops the "
-              "run; not written to metrics.jsonl)",
+    "run; not written to metrics.jsonl)",
     "passes": "updates the last batch got (fewer than --passes when --target-kl stopped them)",
     "learner_steps": "learner updates so far, every pass counted",
     "policy_lag_mean": "mean learner updates between the weights that acted a batch's steps and "
-                       "the weights its first pass trained",
+    "the weights its first pass trained",
     "policy_lag_max": "the largest such lag in the last batch",
 }
 
@@ -106,15 +117,31 @@ class LossOutput(NamedTuple):
 class LossFn(Protocol):
     """The signature of `Learner(loss_fn=...)` (see the module docstring for the shapes)."""
 
-    def __call__(self, *, agent: Agent, inputs: AgentInputs, outputs: AgentOutput,
-                 behaviour_logits: tf.Tensor, actions: tf.Tensor, rewards: tf.Tensor,
-                 discounts: tf.Tensor, config: LossConfig) -> LossOutput:
-        ...
+    def __call__(
+        self,
+        *,
+        agent: Agent,
+        inputs: AgentInputs,
+        outputs: AgentOutput,
+        behaviour_logits: tf.Tensor,
+        actions: tf.Tensor,
+        rewards: tf.Tensor,
+        discounts: tf.Tensor,
+        config: LossConfig,
+    ) -> LossOutput: ...
 
 
-def impala_loss_fn(*, agent: Agent, inputs: AgentInputs, outputs: AgentOutput,
-                   behaviour_logits: Any, actions: Any, rewards: Any, discounts: Any,
-                   config: LossConfig) -> LossOutput:
+def impala_loss_fn(
+    *,
+    agent: Agent,
+    inputs: AgentInputs,
+    outputs: AgentOutput,
+    behaviour_logits: Any,
+    actions: Any,
+    rewards: Any,
+    discounts: Any,
+    config: LossConfig,
+) -> LossOutput:
     """The learner's default: `impala_loss` (V-trace actor-critic) with `config`'s settings.
 
     `outputs` cover T+1 observations: `[:-1]` are the targets' logits and
@@ -127,29 +154,37 @@ def impala_loss_fn(*, agent: Agent, inputs: AgentInputs, outputs: AgentOutput,
     dims: dict = {}
     assert_shape("outputs.policy_logits", logits, ("T+1", "B", "A"), dims=dims)
     assert_shape("outputs.baseline", baseline, ("T+1", "B"), dims=dims)
-    return LossOutput(*impala_loss_terms(
-        target_logits=logits[:-1],
-        behaviour_logits=behaviour_logits,
-        actions=actions,
-        values=baseline[:-1],
-        bootstrap_value=baseline[-1],
-        rewards=rewards,
-        discounts=discounts,
-        baseline_cost=config.baseline_cost,
-        entropy_cost=config.entropy_cost,
-        clip_rho_threshold=config.clip_rho_threshold,
-        clip_pg_rho_threshold=config.clip_pg_rho_threshold,
-        lambda_=config.lambda_,
-        surrogate_clip=config.surrogate_clip,
-        # None (auto) is resolved from the observations by `train` (run/prepare.py); in a
-        # LossConfig given to a Learner by hand it means off, IMPALA's own loss.
-        kl_cost=config.kl_cost or 0.0,
-        normalize_advantages=bool(config.normalize_advantages),
-    ))
+    return LossOutput(
+        *impala_loss_terms(
+            target_logits=logits[:-1],
+            behaviour_logits=behaviour_logits,
+            actions=actions,
+            values=baseline[:-1],
+            bootstrap_value=baseline[-1],
+            rewards=rewards,
+            discounts=discounts,
+            baseline_cost=config.baseline_cost,
+            entropy_cost=config.entropy_cost,
+            clip_rho_threshold=config.clip_rho_threshold,
+            clip_pg_rho_threshold=config.clip_pg_rho_threshold,
+            lambda_=config.lambda_,
+            surrogate_clip=config.surrogate_clip,
+            # None (auto) is resolved from the observations by `train` (run/prepare.py); in a
+            # LossConfig given to a Learner by hand it means off, IMPALA's own loss.
+            kl_cost=config.kl_cost or 0.0,
+            normalize_advantages=bool(config.normalize_advantages),
+        )
+    )
 
 
-def apply_loss(loss_fn: LossFn, *, agent: Agent, batch: Mapping[str, Any], initial_state: Any,
-               config: LossConfig) -> LossOutput:
+def apply_loss(
+    loss_fn: LossFn,
+    *,
+    agent: Agent,
+    batch: Mapping[str, Any],
+    initial_state: Any,
+    config: LossConfig,
+) -> LossOutput:
     """Runs `agent` over an unroll's fields and calls `loss_fn` on them, as the learner does.
 
     `batch` holds the unroll's time-major fields by name (`impala_rep.unroll`); the
@@ -161,16 +196,31 @@ def apply_loss(loss_fn: LossFn, *, agent: Agent, batch: Mapping[str, Any], initi
       TypeError: the loss did not return a `LossOutput`.
       ValueError: its metric names are ambiguous or the learner's own.
     """
-    inputs = AgentInputs(observation=batch["observations"], prev_action=batch["prev_actions"],
-                         prev_reward=batch["prev_rewards"], first=batch["first"])
-    transitions = vtrace_inputs(rewards=batch["rewards"], terminated=batch["terminated"],
-                                truncated=batch["truncated"],
-                                truncation_values=batch["truncation_values"],
-                                discount=config.discount, reward_clipping=config.reward_clipping)
+    inputs = AgentInputs(
+        observation=batch["observations"],
+        prev_action=batch["prev_actions"],
+        prev_reward=batch["prev_rewards"],
+        first=batch["first"],
+    )
+    transitions = vtrace_inputs(
+        rewards=batch["rewards"],
+        terminated=batch["terminated"],
+        truncated=batch["truncated"],
+        truncation_values=batch["truncation_values"],
+        discount=config.discount,
+        reward_clipping=config.reward_clipping,
+    )
     outputs, _ = agent.unroll(inputs, initial_state)  # over all T+1 observations
-    output = loss_fn(agent=agent, inputs=inputs, outputs=outputs,
-                     behaviour_logits=batch["behaviour_logits"], actions=batch["actions"],
-                     rewards=transitions.rewards, discounts=transitions.discounts, config=config)
+    output = loss_fn(
+        agent=agent,
+        inputs=inputs,
+        outputs=outputs,
+        behaviour_logits=batch["behaviour_logits"],
+        actions=batch["actions"],
+        rewards=transitions.rewards,
+        discounts=transitions.discounts,
+        config=config,
+    )
     check_loss_output(output)
     return output
 
@@ -178,16 +228,22 @@ def apply_loss(loss_fn: LossFn, *, agent: Agent, batch: Mapping[str, Any], initi
 def check_loss_output(output: Any) -> None:
     """Raises unless `output` is a `LossOutput` whose metric names are unambiguous."""
     if not isinstance(output, LossOutput):
-        raise TypeError("loss_fn must return an impala_rep.LossOutput(loss, sums, means), "
-                        f"got a {type(output).__name__}")
+        raise TypeError(
+            "loss_fn must return an impala_rep.LossOutput(loss, sums, means), "
+            f"got a {type(output).__name__}"
+        )
     if output.after_update is not None and not callable(output.after_update):
-        raise TypeError("loss_fn's after_update must be None or a callable, got a "
-                        f"{type(output.after_update).__name__}")
+        raise TypeError(
+            "loss_fn's after_update must be None or a callable, got a "
+            f"{type(output.after_update).__name__}"
+        )
     for name, term in output.terms.items():
         if getattr(term, "shape", None) is not None and len(term.shape) != 0:
             raise ValueError(f"loss_fn term {name!r} must be a scalar, got shape {term.shape}")
     names = [*output.sums, *output.means]
     bad = sorted({n for n in names if names.count(n) > 1 or n in LEARNER_METRICS})
     if bad:
-        raise ValueError(f"loss_fn metric names {bad} are in both sums and means or are the "
-                         f"learner's own ({', '.join(LEARNER_METRICS)})")
+        raise ValueError(
+            f"loss_fn metric names {bad} are in both sums and means or are the "
+            f"learner's own ({', '.join(LEARNER_METRICS)})"
+        )

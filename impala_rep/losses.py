@@ -38,7 +38,7 @@ METRICS = {
     "vtrace_target_mean": "mean V-trace value target",
     "vtrace_target_square_mean": "mean square of the V-trace value targets",
     "surrogate_clipped_fraction": "steps whose ratio pi/mu is outside [1 - eps, 1 + eps] "
-                                  "(with --surrogate-clip)",
+    "(with --surrogate-clip)",
 }
 
 __all__ = [
@@ -83,8 +83,9 @@ def policy_gradient_loss(*, logits: Any, actions: Any, advantages: Any) -> tf.Te
         return tf.reduce_sum(neg_log_probs * tf.stop_gradient(advantages))
 
 
-def clipped_surrogate_loss(*, logits: Any, behaviour_logits: Any, actions: Any,
-                           advantages: Any, clip: float) -> tf.Tensor:
+def clipped_surrogate_loss(
+    *, logits: Any, behaviour_logits: Any, actions: Any, advantages: Any, clip: float
+) -> tf.Tensor:
     """PPO's clipped surrogate, as APPO uses it on V-trace advantages:
     ``-sum_{t,b} min(r_t A_t, clip(r_t, 1 - clip, 1 + clip) A_t)`` with
     ``r_t = pi(a_t|x_t) / mu(a_t|x_t)`` (``mu``: the behaviour policy, gradient-stopped).
@@ -117,7 +118,8 @@ def clipped_surrogate_loss(*, logits: Any, behaviour_logits: Any, actions: Any,
             raise ValueError(f"clip must be > 0, got {clip!r}")
         log_pi = -tf.nn.sparse_softmax_cross_entropy_with_logits(labels=actions, logits=logits)
         log_mu = -tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=actions, logits=tf.stop_gradient(behaviour_logits))
+            labels=actions, logits=tf.stop_gradient(behaviour_logits)
+        )
         ratio = tf.exp(log_pi - log_mu)
         clipped = tf.clip_by_value(ratio, 1.0 - clip, 1.0 + clip)
         return -tf.reduce_sum(tf.minimum(ratio * advantages, clipped * advantages))
@@ -343,24 +345,34 @@ def impala_loss_terms(
             bootstrap_value = cast_to(bootstrap_value, dtype)
             vs_next = tf.concat([vt.vs[1:], bootstrap_value[tf.newaxis]], axis=0)
             advantages = tf.stop_gradient(
-                cast_to(rewards, dtype) + cast_to(discounts, dtype) * vs_next - values)
+                cast_to(rewards, dtype) + cast_to(discounts, dtype) * vs_next - values
+            )
         # advantage_mean reports the advantages before any normalisation (after it, 0).
-        policy_advantages = (normalized_advantages(advantages=advantages) if normalize_advantages
-                             else advantages)
+        policy_advantages = (
+            normalized_advantages(advantages=advantages) if normalize_advantages else advantages
+        )
         if surrogate_clip is None:
             pg = policy_gradient_loss(
-                logits=target_logits, actions=actions, advantages=policy_advantages)
+                logits=target_logits, actions=actions, advantages=policy_advantages
+            )
         else:
             pg = clipped_surrogate_loss(
-                logits=target_logits, behaviour_logits=behaviour_logits, actions=actions,
-                advantages=policy_advantages, clip=surrogate_clip)
+                logits=target_logits,
+                behaviour_logits=behaviour_logits,
+                actions=actions,
+                advantages=policy_advantages,
+                clip=surrogate_clip,
+            )
         baseline = baseline_loss(values=values, targets=vt.vs)
         entropy = entropy_loss(logits=target_logits)
         kl = kl_loss(behaviour_logits=behaviour_logits, logits=target_logits)
         # The weighted parts of the loss, with their gradients (the learner can report
         # each one's gradient norm: which part drives the update).
-        terms = {"pg_loss": pg, "baseline_loss": cast_to(baseline_cost, dtype) * baseline,
-                 "entropy_loss": cast_to(entropy_cost, dtype) * entropy}
+        terms = {
+            "pg_loss": pg,
+            "baseline_loss": cast_to(baseline_cost, dtype) * baseline,
+            "entropy_loss": cast_to(entropy_cost, dtype) * entropy,
+        }
         if kl_cost:
             terms["kl_loss"] = cast_to(kl_cost, dtype) * kl
         total = tf.add_n(list(terms.values()))
@@ -388,8 +400,9 @@ def impala_loss_terms(
             "vtrace_target_square_mean": tf.reduce_mean(tf.square(vt.vs)),
         }
         if surrogate_clip is not None:
-            means["surrogate_clipped_fraction"] = tf.reduce_mean(tf.cast(
-                tf.abs(rhos - 1.0) > cast_to(surrogate_clip, dtype), dtype))
+            means["surrogate_clipped_fraction"] = tf.reduce_mean(
+                tf.cast(tf.abs(rhos - 1.0) > cast_to(surrogate_clip, dtype), dtype)
+            )
         # Metrics are for reporting only; never a path for gradients.
         sums, means = ({k: tf.stop_gradient(v) for k, v in d.items()} for d in (sums, means))
         return total, sums, means, terms

@@ -18,18 +18,26 @@ Shapes follow the package convention (see `impala_rep`): `B` batch, `T` time,
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from impala_rep.agent import (AgentInputs, AgentOutput, assign_weights, layer_variables,
-                              weights_of)
+from impala_rep.agent import AgentInputs, AgentOutput, assign_weights, layer_variables, weights_of
 from impala_rep.agent_factory import SHALLOW_MIN_IMAGE_SIZE, make_agent
 from impala_rep.config import NETWORKS  # the one list of network names (the CLI's choices)
 
-__all__ = ["ShallowTorso", "DeepTorso", "MinAtarTorso", "CNNAgent", "make_agent", "TORSOS", "NETWORKS",
-           "SHALLOW_MIN_IMAGE_SIZE"]
+__all__ = [
+    "ShallowTorso",
+    "DeepTorso",
+    "MinAtarTorso",
+    "CNNAgent",
+    "make_agent",
+    "TORSOS",
+    "NETWORKS",
+    "SHALLOW_MIN_IMAGE_SIZE",
+]
 
 TORSOS = ("shallow", "deep", "minatar")
 
@@ -95,8 +103,12 @@ class DeepTorso:
         self._sections = []
         for i, ch in enumerate(channels):
             conv = layers.Conv2D(ch, 3, strides=1, padding="same", name=f"section_{i}_conv")
-            pool = layers.MaxPool2D(pool_size=3, strides=2, padding="same", name=f"section_{i}_pool")
-            blocks = [_ResidualBlock(ch, f"section_{i}_block_{j}") for j in range(blocks_per_section)]
+            pool = layers.MaxPool2D(
+                pool_size=3, strides=2, padding="same", name=f"section_{i}_pool"
+            )
+            blocks = [
+                _ResidualBlock(ch, f"section_{i}_block_{j}") for j in range(blocks_per_section)
+            ]
             self._sections.append((conv, pool, blocks))
         self._flatten = layers.Flatten(name="flatten")
         self._linear = layers.Dense(256, activation="relu", name="torso_linear")
@@ -146,7 +158,9 @@ def _preprocess(observation: Any) -> tf.Tensor:
         return tf.cast(observation, tf.float32) * (1.0 / 255.0)
     if observation.dtype.is_floating:
         return tf.cast(observation, tf.float32)
-    raise TypeError(f"CNNAgent observations must be uint8 or floating, got {observation.dtype.name}")
+    raise TypeError(
+        f"CNNAgent observations must be uint8 or floating, got {observation.dtype.name}"
+    )
 
 
 class CNNAgent:
@@ -167,8 +181,14 @@ class CNNAgent:
     for `unroll`.
     """
 
-    def __init__(self, *, num_actions: int, torso: str = "shallow", use_lstm: bool = False,
-                 lstm_size: int = 256):
+    def __init__(
+        self,
+        *,
+        num_actions: int,
+        torso: str = "shallow",
+        use_lstm: bool = False,
+        lstm_size: int = 256,
+    ):
         if num_actions < 1:
             raise ValueError(f"num_actions must be >= 1, got {num_actions}")
         if torso not in _TORSO_CLASSES:
@@ -186,8 +206,11 @@ class CNNAgent:
         # Andrychowicz et al. 2021 ("What Matters In On-Policy RL") found this among
         # the most important choices, and cleanba's IMPALA (orthogonal, gain 0.01)
         # does the same.
-        self._policy = layers.Dense(num_actions, name="policy_logits",
-                                    kernel_initializer=tf.keras.initializers.Orthogonal(gain=0.01))
+        self._policy = layers.Dense(
+            num_actions,
+            name="policy_logits",
+            kernel_initializer=tf.keras.initializers.Orthogonal(gain=0.01),
+        )
         self._baseline = layers.Dense(1, name="baseline")
 
     @property
@@ -209,8 +232,9 @@ class CNNAgent:
         Keras layers build only once, so calling this again creates nothing new.
         """
         if len(observation_shape) != 3:
-            raise ValueError(f"CNNAgent needs image observations [H, W, C], got shape "
-                             f"{tuple(observation_shape)}")
+            raise ValueError(
+                f"CNNAgent needs image observations [H, W, C], got shape {tuple(observation_shape)}"
+            )
         inputs = AgentInputs(
             observation=tf.zeros([1, *observation_shape], tf.uint8),
             prev_action=tf.zeros([1], tf.int32),
@@ -246,12 +270,16 @@ class CNNAgent:
         x = self._core_input(inputs.observation, inputs.prev_action, inputs.prev_reward)
         if self.use_lstm:
             h, c = state
-            x, state = self._lstm_step(x, inputs.first, (tf.convert_to_tensor(h, tf.float32),
-                                                         tf.convert_to_tensor(c, tf.float32)))
+            x, state = self._lstm_step(
+                x,
+                inputs.first,
+                (tf.convert_to_tensor(h, tf.float32), tf.convert_to_tensor(c, tf.float32)),
+            )
         return self._heads(x), state
 
     def unroll(self, inputs: AgentInputs, state: Any) -> tuple[AgentOutput, Any]:
-        """A time-major unroll: inputs `[T, B, ...]` from `state` -> `[T, B, A]`, `[T, B]`, final state.
+        """A time-major unroll: inputs `[T, B, ...]` from `state` -> `[T, B, A]`, `[T, B]`,
+        final state.
 
         The torso and heads run once on time folded into batch (`[T*B, ...]`, one
         big convolution); only the LSTM core steps through time, with `tf.scan`
@@ -265,8 +293,9 @@ class CNNAgent:
             flat = tf.reshape(observation, [-1, *image_shape.as_list()])
         else:
             flat = tf.reshape(observation, tf.concat([[t * b], tf.shape(observation)[2:]], 0))
-        x = self._core_input(flat, tf.reshape(inputs.prev_action, [-1]),
-                             tf.reshape(inputs.prev_reward, [-1]))
+        x = self._core_input(
+            flat, tf.reshape(inputs.prev_action, [-1]), tf.reshape(inputs.prev_reward, [-1])
+        )
         if self.use_lstm:
             x = tf.reshape(x, tf.stack([t, b, tf.shape(x)[-1]]))
             h0, c0 = (tf.convert_to_tensor(s, tf.float32) for s in state)
@@ -285,8 +314,10 @@ class CNNAgent:
             state = (hs[-1], cs[-1])
             x = tf.reshape(outputs, [t * b, self.lstm_size])
         out = self._heads(x)
-        return AgentOutput(tf.reshape(out.policy_logits, tf.stack([t, b, self.num_actions])),
-                           tf.reshape(out.baseline, tf.stack([t, b]))), state
+        return AgentOutput(
+            tf.reshape(out.policy_logits, tf.stack([t, b, self.num_actions])),
+            tf.reshape(out.baseline, tf.stack([t, b])),
+        ), state
 
     @property
     def trainable_variables(self) -> list[tf.Variable]:

@@ -6,7 +6,7 @@ TensorFlow (`impala_rep.run.prepare`); `MLPAgent(observation_normalization=)` ap
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -18,15 +18,18 @@ _MIN_STD = 1e-6
 _UNBOUNDED_WIDTH = 1e6
 
 
-def bounds_normalization(low: Sequence[float], high: Sequence[float]
-                         ) -> tuple[tuple[float, ...], tuple[float, ...]]:
+def bounds_normalization(
+    low: Sequence[float], high: Sequence[float]
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """`(mean, std)` for `observation_scaling` that map each dimension with finite bounds
     `[low, high]` onto `[-1, 1]` (mean the middle, std half the width); other dimensions
     (infinite, or wider than 1e6) get `(0, 1)`: unchanged."""
     low, high = np.asarray(low, np.float64), np.asarray(high, np.float64)
     if low.shape != high.shape or low.ndim != 1:
-        raise ValueError(f"observation bounds must be two vectors of one length, got shapes "
-                         f"{low.shape} and {high.shape}")
+        raise ValueError(
+            f"observation bounds must be two vectors of one length, got shapes "
+            f"{low.shape} and {high.shape}"
+        )
     with np.errstate(invalid="ignore", over="ignore"):
         width = high - low
         bounded = np.isfinite(low) & np.isfinite(high) & (width > 0) & (width < _UNBOUNDED_WIDTH)
@@ -35,13 +38,17 @@ def bounds_normalization(low: Sequence[float], high: Sequence[float]
     return tuple(mean.tolist()), tuple(std.tolist())
 
 
-def observation_scaling(mean: Sequence[float], std: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+def observation_scaling(
+    mean: Sequence[float], std: Sequence[float]
+) -> tuple[np.ndarray, np.ndarray]:
     """`(offset, scale)` standardising each dimension by `(x - offset) * scale`: the given mean
     and 1 / std; a dimension whose std is (nearly) 0 only has its mean removed."""
     mean, std = np.asarray(mean, np.float64), np.asarray(std, np.float64)
     if mean.shape != std.shape or mean.ndim != 1:
-        raise ValueError(f"observation mean and std must be two vectors of one length, got shapes "
-                         f"{mean.shape} and {std.shape}")
+        raise ValueError(
+            f"observation mean and std must be two vectors of one length, got shapes "
+            f"{mean.shape} and {std.shape}"
+        )
     if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(std)) and np.all(std >= 0)):
         raise ValueError("observation mean and std must be finite, the std >= 0")
     scale = np.where(std > _MIN_STD, 1.0 / np.maximum(std, _MIN_STD), 1.0)

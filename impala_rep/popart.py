@@ -28,18 +28,26 @@ Statistics are over the whole batch (every replica's shard), so N replicas updat
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from impala_rep.agent import AgentInputs, weights_of, assign_weights
+from impala_rep.agent import AgentInputs, assign_weights, weights_of
 from impala_rep.loss_fn import LossOutput, impala_loss_fn
 from impala_rep.losses import batch_mean
 from impala_rep.shapes import assert_shape
 
-__all__ = ["PopArtAgent", "popart_loss_fn", "updated_moments", "scale_of", "preserved_head",
-           "SCALE_BOUNDS", "METRICS"]
+__all__ = [
+    "PopArtAgent",
+    "popart_loss_fn",
+    "updated_moments",
+    "scale_of",
+    "preserved_head",
+    "SCALE_BOUNDS",
+    "METRICS",
+]
 
 # The metrics `popart_loss_fn` adds to its base loss's, and what each means.
 METRICS = {
@@ -51,38 +59,48 @@ METRICS = {
 SCALE_BOUNDS = (1e-4, 1e6)
 
 
-def updated_moments(*, mean: Any, second_moment: Any, target_mean: Any, target_square_mean: Any,
-                    step_size: float) -> tuple[tf.Tensor, tf.Tensor]:
+def updated_moments(
+    *, mean: Any, second_moment: Any, target_mean: Any, target_square_mean: Any, step_size: float
+) -> tuple[tf.Tensor, tf.Tensor]:
     """The running mean and second moment moved towards a batch's (the targets' mean and mean
     square) by `step_size`: `m + step_size * (batch's - m)`."""
     beta = tf.constant(step_size, tf.float32)
     mean, second_moment, target_mean, target_square_mean = (
-        tf.convert_to_tensor(x, tf.float32) for x in (mean, second_moment, target_mean, target_square_mean))
-    return (mean + beta * (target_mean - mean),
-            second_moment + beta * (target_square_mean - second_moment))
+        tf.convert_to_tensor(x, tf.float32)
+        for x in (mean, second_moment, target_mean, target_square_mean)
+    )
+    return (
+        mean + beta * (target_mean - mean),
+        second_moment + beta * (target_square_mean - second_moment),
+    )
 
 
 def scale_of(*, mean: Any, second_moment: Any) -> tf.Tensor:
     """sigma = sqrt(second_moment - mean^2), within `SCALE_BOUNDS`."""
     low, high = SCALE_BOUNDS
     variance = tf.convert_to_tensor(second_moment, tf.float32) - tf.square(mean)
-    return tf.sqrt(tf.clip_by_value(variance, low ** 2, high ** 2))
+    return tf.sqrt(tf.clip_by_value(variance, low**2, high**2))
 
 
-def preserved_head(*, weight: Any, bias: Any, old_mean: Any, old_scale: Any, new_mean: Any,
-                   new_scale: Any) -> tuple[tf.Tensor, tf.Tensor]:
+def preserved_head(
+    *, weight: Any, bias: Any, old_mean: Any, old_scale: Any, new_mean: Any, new_scale: Any
+) -> tuple[tf.Tensor, tf.Tensor]:
     """`(w', b')` with `new_scale (w' h + b') + new_mean == old_scale (w h + b) + old_mean` for
     every `h`: PopArt's "preserving outputs precisely"."""
-    return (weight * old_scale / new_scale,
-            (old_scale * bias + old_mean - new_mean) / new_scale)
+    return (weight * old_scale / new_scale, (old_scale * bias + old_mean - new_mean) / new_scale)
 
 
 def _mirrored_pair(values: tuple[float, float], name: str, trainable: bool) -> tf.Variable:
     # Assigned inside the replicated step with the value every replica computed alike (from
     # whole-batch statistics): the first replica's is kept, as the learner's step counter is.
     # A pair, not two scalars: two variables to assign and publish instead of four.
-    return tf.Variable(values, dtype=tf.float32, trainable=trainable, name=name,
-                       aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    return tf.Variable(
+        values,
+        dtype=tf.float32,
+        trainable=trainable,
+        name=name,
+        aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+    )
 
 
 class PopArtAgent:
@@ -95,7 +113,7 @@ class PopArtAgent:
     def __init__(self, policy: Any):
         self.policy = policy
         self.num_actions = policy.num_actions
-        self._head: tf.Variable | None = None     # (w, b)
+        self._head: tf.Variable | None = None  # (w, b)
         self._moments: tf.Variable | None = None  # (mean, second moment) of the targets
 
     def initial_state(self, batch_size: int) -> Any:
@@ -103,7 +121,9 @@ class PopArtAgent:
 
     def build(self, observation_shape: Sequence[int]) -> None:
         self.policy.build(observation_shape)
-        if self._head is None:  # made here: the learner builds its agent inside the replicator's scope
+        if (
+            self._head is None
+        ):  # made here: the learner builds its agent inside the replicator's scope
             self._head = _mirrored_pair((1.0, 0.0), "popart_head", True)
             self._moments = _mirrored_pair((0.0, 1.0), "popart_moments", False)
 
@@ -126,8 +146,9 @@ class PopArtAgent:
         output, state = self.policy.unroll(inputs, state)
         return output._replace(baseline=self._values(output.baseline)), state
 
-    def update_statistics(self, *, target_mean: Any, target_square_mean: Any, step_size: float,
-                          applied: Any = True) -> None:
+    def update_statistics(
+        self, *, target_mean: Any, target_square_mean: Any, step_size: float, applied: Any = True
+    ) -> None:
         """Moves the statistics towards a batch's unnormalised targets (their mean and mean
         square, over the whole batch) and rescales the head so the values stay; nothing changes
         where `applied` is False (an update the learner refused)."""
@@ -135,16 +156,27 @@ class PopArtAgent:
         old_mean, second_moment = tf.unstack(tf.convert_to_tensor(self._moments))
         old_scale = scale_of(mean=old_mean, second_moment=second_moment)
         new_mean, new_second = updated_moments(
-            mean=old_mean, second_moment=second_moment, target_mean=target_mean,
-            target_square_mean=target_square_mean, step_size=step_size)
+            mean=old_mean,
+            second_moment=second_moment,
+            target_mean=target_mean,
+            target_square_mean=target_square_mean,
+            step_size=step_size,
+        )
         new_scale = scale_of(mean=new_mean, second_moment=new_second)
-        new_weight, new_bias = preserved_head(weight=weight, bias=bias, old_mean=old_mean,
-                                              old_scale=old_scale, new_mean=new_mean,
-                                              new_scale=new_scale)
+        new_weight, new_bias = preserved_head(
+            weight=weight,
+            bias=bias,
+            old_mean=old_mean,
+            old_scale=old_scale,
+            new_mean=new_mean,
+            new_scale=new_scale,
+        )
         # tf.where, not tf.cond: an assign of a mirrored variable cannot sit in a cond branch.
         applied = tf.convert_to_tensor(applied, tf.bool)
-        for variable, value in ((self._head, tf.stack([new_weight, new_bias])),
-                                (self._moments, tf.stack([new_mean, new_second]))):
+        for variable, value in (
+            (self._head, tf.stack([new_weight, new_bias])),
+            (self._moments, tf.stack([new_mean, new_second])),
+        ):
             variable.assign(tf.where(applied, value, tf.convert_to_tensor(variable)))
 
     @property
@@ -165,9 +197,19 @@ class PopArtAgent:
         assign_weights([self._head, self._moments], list(weights[-2:]))
 
 
-def popart_loss_fn(*, step_size: float, base_loss: Callable[..., LossOutput] | None = None,
-                   agent: PopArtAgent, outputs: Any, behaviour_logits: Any, actions: Any,
-                   rewards: Any, discounts: Any, config: Any, **tensors: Any) -> LossOutput:
+def popart_loss_fn(
+    *,
+    step_size: float,
+    base_loss: Callable[..., LossOutput] | None = None,
+    agent: PopArtAgent,
+    outputs: Any,
+    behaviour_logits: Any,
+    actions: Any,
+    rewards: Any,
+    discounts: Any,
+    config: Any,
+    **tensors: Any,
+) -> LossOutput:
     """`base_loss` (None: `impala_loss_fn`; given `agent.policy`) on normalised values and
     rewards, then PopArt's statistics update after the step. Keywords as `impala_rep.loss_fn`
     documents; `agent` a `PopArtAgent`. The base loss must report its targets' moments as
@@ -188,25 +230,43 @@ def popart_loss_fn(*, step_size: float, base_loss: Callable[..., LossOutput] | N
     mean, scale = tf.stop_gradient(mean), tf.stop_gradient(scale)
     # V-trace is affine in the values and rewards: these give targets (vs - mu) / sigma.
     normalised = outputs._replace(baseline=(values - mean) / scale)
-    base = base_loss(agent=agent.policy, outputs=normalised, behaviour_logits=behaviour_logits,
-                     actions=actions, rewards=(rewards + (discounts - 1.0) * mean) / scale,
-                     discounts=discounts, config=config, **tensors)
-    missing = [k for k in ("vtrace_target_mean", "vtrace_target_square_mean") if k not in base.means]
+    base = base_loss(
+        agent=agent.policy,
+        outputs=normalised,
+        behaviour_logits=behaviour_logits,
+        actions=actions,
+        rewards=(rewards + (discounts - 1.0) * mean) / scale,
+        discounts=discounts,
+        config=config,
+        **tensors,
+    )
+    missing = [
+        k for k in ("vtrace_target_mean", "vtrace_target_square_mean") if k not in base.means
+    ]
     if missing:
-        raise ValueError(f"popart_loss_fn's base loss must report means {missing} (the V-trace "
-                         "targets' mean and mean square), as impala_loss_fn does")
+        raise ValueError(
+            f"popart_loss_fn's base loss must report means {missing} (the V-trace "
+            "targets' mean and mean square), as impala_loss_fn does"
+        )
     # The whole batch's (every replica's shard: equal shards, so the mean of their means) in
     # normalised units, then unnormalised: E[vs] = sigma E[n] + mu,
     # E[vs^2] = sigma^2 E[n^2] + 2 sigma mu E[n] + mu^2.
     normalised_mean = batch_mean(tf.stop_gradient(base.means["vtrace_target_mean"]))
     normalised_square = batch_mean(tf.stop_gradient(base.means["vtrace_target_square_mean"]))
     update = functools.partial(
-        agent.update_statistics, target_mean=scale * normalised_mean + mean,
-        target_square_mean=(tf.square(scale) * normalised_square
-                            + 2.0 * scale * mean * normalised_mean + tf.square(mean)),
-        step_size=step_size)
-    return base._replace(means={**base.means, "popart_mean": mean, "popart_scale": scale},
-                         after_update=_chain(base.after_update, update))
+        agent.update_statistics,
+        target_mean=scale * normalised_mean + mean,
+        target_square_mean=(
+            tf.square(scale) * normalised_square
+            + 2.0 * scale * mean * normalised_mean
+            + tf.square(mean)
+        ),
+        step_size=step_size,
+    )
+    return base._replace(
+        means={**base.means, "popart_mean": mean, "popart_scale": scale},
+        after_update=_chain(base.after_update, update),
+    )
 
 
 def _chain(first: Callable[..., None] | None, then: Callable[..., None]) -> Callable[..., None]:
@@ -217,4 +277,5 @@ def _chain(first: Callable[..., None] | None, then: Callable[..., None]) -> Call
     def both(*, applied):
         first(applied=applied)
         then(applied=applied)
+
     return both

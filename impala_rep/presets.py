@@ -22,14 +22,27 @@ PRESETS: dict[str, dict[str, Any]] = {
     # (decay 0.99, eps 0.01 inside the square root as in TF1, momentum 0) at lr 6e-4
     # annealed to 0, global-norm clip 40, rewards clipped to [-1, 1]; the shallow network.
     "atari-paper": {
-        "unroll_length": 20, "batch_size": 32, "discount": 0.99, "baseline_cost": 0.5,
-        "entropy_cost": 0.01, "rmsprop_epsilon": 0.01, "rmsprop_decay": 0.99, "learning_rate": 6e-4,
-        "max_grad_norm": 40.0, "reward_clipping": "abs_one", "network": "shallow",
-        "envs_per_actor": 16, "total_frames": 50_000_000,
+        "unroll_length": 20,
+        "batch_size": 32,
+        "discount": 0.99,
+        "baseline_cost": 0.5,
+        "entropy_cost": 0.01,
+        "rmsprop_epsilon": 0.01,
+        "rmsprop_decay": 0.99,
+        "learning_rate": 6e-4,
+        "max_grad_norm": 40.0,
+        "reward_clipping": "abs_one",
+        "network": "shallow",
+        "envs_per_actor": 16,
+        "total_frames": 50_000_000,
         # The paper's learner: one update per batch, its policy gradient, clipped rewards only
         # (no KL term, no novelty bonus, on any observations).
-        "passes": 1, "surrogate_clip": None, "kl_cost": 0.0, "normalize_rewards": False,
-        "normalize_advantages": False, "rnd_cost": 0.0,
+        "passes": 1,
+        "surrogate_clip": None,
+        "kl_cost": 0.0,
+        "normalize_rewards": False,
+        "normalize_advantages": False,
+        "rnd_cost": 0.0,
     },
 }
 # The paper's settings with two changes with which Pong learned within 20M frames on two

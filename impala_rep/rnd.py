@@ -31,7 +31,8 @@ MountainCar stalled at about -120 (docs/notebook.md, "Exploration: random networ
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -42,8 +43,15 @@ from impala_rep.losses import batch_mean
 from impala_rep.observation_scaling import observation_scaling
 from impala_rep.shapes import assert_shape
 
-__all__ = ["RNDAgent", "novelty_bonus", "rnd_loss_fn", "step_cost_batch", "FEATURES", "HIDDEN",
-           "METRICS"]
+__all__ = [
+    "RNDAgent",
+    "novelty_bonus",
+    "rnd_loss_fn",
+    "step_cost_batch",
+    "FEATURES",
+    "HIDDEN",
+    "METRICS",
+]
 
 # The metrics `rnd_loss_fn` adds to its base loss's, and what each means.
 METRICS = {
@@ -53,8 +61,8 @@ METRICS = {
     "rnd_on": "1 where the bonus applied to the batch, 0 where it did not (--rnd-step-costs-only)",
 }
 
-FEATURES = 32   # the target's output width
-HIDDEN = 64     # both networks' two hidden layers
+FEATURES = 32  # the target's output width
+HIDDEN = 64  # both networks' two hidden layers
 
 
 class RNDAgent:
@@ -68,19 +76,30 @@ class RNDAgent:
     def __init__(self, policy: Any, *, observation_normalization=None):
         self.policy = policy
         self.num_actions = policy.num_actions
-        self._scaling = (observation_scaling(*observation_normalization)
-                         if observation_normalization is not None else None)
+        self._scaling = (
+            observation_scaling(*observation_normalization)
+            if observation_normalization is not None
+            else None
+        )
         dense = tf.keras.layers.Dense
 
         def fixed(seed):  # the same random target in every process, and after a resume
             return tf.keras.initializers.Orthogonal(gain=np.sqrt(2), seed=seed)
 
-        self._target = [dense(HIDDEN, "relu", kernel_initializer=fixed(1), trainable=False, name="rnd_target_0"),
-                        dense(HIDDEN, "relu", kernel_initializer=fixed(2), trainable=False, name="rnd_target_1"),
-                        dense(FEATURES, kernel_initializer=fixed(3), trainable=False, name="rnd_target_2")]
-        self._predictor = [dense(HIDDEN, "relu", name="rnd_predictor_0"),
-                           dense(HIDDEN, "relu", name="rnd_predictor_1"),
-                           dense(FEATURES, name="rnd_predictor_2")]
+        self._target = [
+            dense(
+                HIDDEN, "relu", kernel_initializer=fixed(1), trainable=False, name="rnd_target_0"
+            ),
+            dense(
+                HIDDEN, "relu", kernel_initializer=fixed(2), trainable=False, name="rnd_target_1"
+            ),
+            dense(FEATURES, kernel_initializer=fixed(3), trainable=False, name="rnd_target_2"),
+        ]
+        self._predictor = [
+            dense(HIDDEN, "relu", name="rnd_predictor_0"),
+            dense(HIDDEN, "relu", name="rnd_predictor_1"),
+            dense(FEATURES, name="rnd_predictor_2"),
+        ]
 
     def initial_state(self, batch_size: int) -> Any:
         return self.policy.initial_state(batch_size)
@@ -114,8 +133,10 @@ class RNDAgent:
 
     @property
     def non_trainable_variables(self) -> list[tf.Variable]:
-        return [*getattr(self.policy, "non_trainable_variables", ()),
-                *(v for layer in self._target for v in layer.variables)]
+        return [
+            *getattr(self.policy, "non_trainable_variables", ()),
+            *(v for layer in self._target for v in layer.variables),
+        ]
 
     def get_weights(self) -> list[np.ndarray]:
         """The policy's weights alone: what actors act with (the predictor stays in the learner)."""
@@ -164,9 +185,18 @@ def step_cost_batch(*, rewards: Any, ended: Any) -> tf.Tensor:
     return (count > 0) & (mean < 0) & (spread <= 1e-5 * tf.abs(mean))
 
 
-def rnd_loss_fn(*, rnd_cost: float, base_loss: Callable[..., LossOutput] | None = None,
-                predictor_cost: float = 1.0, step_costs_only: bool = False, agent: RNDAgent,
-                inputs: AgentInputs, actions: Any, rewards: Any, **tensors: Any) -> LossOutput:
+def rnd_loss_fn(
+    *,
+    rnd_cost: float,
+    base_loss: Callable[..., LossOutput] | None = None,
+    predictor_cost: float = 1.0,
+    step_costs_only: bool = False,
+    agent: RNDAgent,
+    inputs: AgentInputs,
+    actions: Any,
+    rewards: Any,
+    **tensors: Any,
+) -> LossOutput:
     """`base_loss` (None: `impala_loss_fn`; given `agent.policy`) on `rewards + rnd_cost *
     novelty_bonus`, plus `predictor_cost` times the predictor's squared error summed over the
     shard (a sum, as IMPALA's terms are). Keywords as `impala_rep.loss_fn` documents; `agent`
@@ -183,12 +213,18 @@ def rnd_loss_fn(*, rnd_cost: float, base_loss: Callable[..., LossOutput] | None 
     observations = tf.convert_to_tensor(inputs.observation)
     dims: dict = {}
     assert_shape("actions", actions, ("T", "B"), dims=dims)
-    assert_shape("inputs.observation", observations, ("T+1", "B", *[None] * (observations.shape.rank - 2)),
-                 dims=dims)
+    assert_shape(
+        "inputs.observation",
+        observations,
+        ("T+1", "B", *[None] * (observations.shape.rank - 2)),
+        dims=dims,
+    )
     t, b = tf.shape(actions)[0], tf.shape(actions)[1]
     following = tf.reshape(observations[1:], tf.concat([[t * b], tf.shape(observations)[2:]], 0))
     if step_costs_only:
-        on = step_cost_batch(rewards=tf.convert_to_tensor(inputs.prev_reward)[1:], ended=inputs.first[1:])
+        on = step_cost_batch(
+            rewards=tf.convert_to_tensor(inputs.prev_reward)[1:], ended=inputs.first[1:]
+        )
         # The networks run only where the bonus applies. Nothing inside the branches may be a
         # cross-replica collective (tf.distribute refuses one in control flow): the bonus is
         # centred outside, on zeros where off.
@@ -198,15 +234,25 @@ def rnd_loss_fn(*, rnd_cost: float, base_loss: Callable[..., LossOutput] | None 
     error = tf.reshape(error, [t, b])
     bonus = rnd_cost * novelty_bonus(novelty=error, ended=inputs.first[1:])
     # The run's own loss sees the run's own agent (its methods, its variables), not the wrapper.
-    base = base_loss(agent=agent.policy, inputs=inputs, actions=actions, rewards=rewards + bonus, **tensors)
+    base = base_loss(
+        agent=agent.policy, inputs=inputs, actions=actions, rewards=rewards + bonus, **tensors
+    )
     predictor_loss = predictor_cost * tf.reduce_sum(error)
     total = base.loss + predictor_loss
-    return LossOutput(total,
-                      sums={**base.sums, "loss": tf.stop_gradient(total),
-                            "rnd_loss": tf.stop_gradient(predictor_loss)},
-                      means={**base.means, "rnd_novelty": tf.stop_gradient(tf.reduce_mean(error)),
-                             # over the whole batch: a mean of the shards' roots would not be the root of the mean
-                             "rnd_bonus_rms": tf.sqrt(batch_mean(tf.square(bonus))),
-                             "rnd_on": tf.cast(on, total.dtype)},
-                      terms={**base.terms, "rnd_loss": predictor_loss},
-                      after_update=base.after_update)
+    return LossOutput(
+        total,
+        sums={
+            **base.sums,
+            "loss": tf.stop_gradient(total),
+            "rnd_loss": tf.stop_gradient(predictor_loss),
+        },
+        means={
+            **base.means,
+            "rnd_novelty": tf.stop_gradient(tf.reduce_mean(error)),
+            # over the whole batch: a mean of the shards' roots would not be the root of the mean
+            "rnd_bonus_rms": tf.sqrt(batch_mean(tf.square(bonus))),
+            "rnd_on": tf.cast(on, total.dtype),
+        },
+        terms={**base.terms, "rnd_loss": predictor_loss},
+        after_update=base.after_update,
+    )

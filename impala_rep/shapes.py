@@ -72,8 +72,7 @@ def assert_shape(
         if isinstance(spec, int):
             if size != spec:
                 raise ValueError(
-                    f"{name} must have shape {want}; got {got} "
-                    f"(dimension {axis} must be {spec})"
+                    f"{name} must have shape {want}; got {got} (dimension {axis} must be {spec})"
                 )
             continue
         if spec not in dims:
@@ -82,6 +81,5 @@ def assert_shape(
         bound_size, bound_by = dims[spec]
         if size != bound_size:
             raise ValueError(
-                f"{name} must have shape {want}; got {got} "
-                f"({spec}={bound_size} from {bound_by})"
+                f"{name} must have shape {want}; got {got} ({spec}={bound_size} from {bound_by})"
             )

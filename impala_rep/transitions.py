@@ -27,8 +27,15 @@ class Transitions(NamedTuple):
     discounts: tf.Tensor
 
 
-def vtrace_inputs(*, rewards: Any, terminated: Any, truncated: Any, truncation_values: Any,
-                  discount: float, reward_clipping: str) -> Transitions:
+def vtrace_inputs(
+    *,
+    rewards: Any,
+    terminated: Any,
+    truncated: Any,
+    truncation_values: Any,
+    discount: float,
+    reward_clipping: str,
+) -> Transitions:
     """Clips the rewards and turns episode ends into discounts and bootstraps.
 
     `rewards` are clipped to [-1, 1] with `reward_clipping="abs_one"` (the IMPALA
@@ -61,8 +68,10 @@ def vtrace_inputs(*, rewards: Any, terminated: Any, truncated: Any, truncation_v
         unknown `reward_clipping`.
     """
     if reward_clipping not in REWARD_CLIPPING:
-        raise ValueError(f"bad reward_clipping {reward_clipping!r}: must be "
-                         + " or ".join(repr(c) for c in REWARD_CLIPPING))
+        raise ValueError(
+            f"bad reward_clipping {reward_clipping!r}: must be "
+            + " or ".join(repr(c) for c in REWARD_CLIPPING)
+        )
     with tf.name_scope("vtrace_inputs"):
         rewards = float_tensor(rewards)
         terminated = tf.convert_to_tensor(terminated, dtype=tf.bool)

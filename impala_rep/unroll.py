@@ -8,14 +8,14 @@ axis 0 of `[B]` fields).
 | field | shape | dtype | meaning |
 |---|---|---|---|
 | observations | [T+1, B, *obs] | env's | obs[0..T]; obs[T] only bootstraps |
-| prev_actions | [T+1, B] | int32 | agent input: action taken just before obs[t] (0 at episode start) |
-| prev_rewards | [T+1, B] | float32 | agent input: reward on arriving at obs[t] (0 at episode start) |
+| prev_actions | [T+1, B] | int32 | agent input: action just before obs[t] (0 at episode start) |
+| prev_rewards | [T+1, B] | float32 | agent input: reward on reaching obs[t] (0 at episode start) |
 | first | [T+1, B] | bool | obs[t] starts an episode |
 | actions | [T, B] | int32 | action taken at obs[t] |
 | rewards | [T, B] | float32 | raw reward of transition t -> t+1 |
 | terminated | [T, B] | bool | the episode ended in a terminal state at t -> t+1 |
 | truncated | [T, B] | bool | the episode was cut (time limit) at t -> t+1 |
-| truncation_values | [T, B] | float32 | where truncated (and not terminated): the acting agent's value of the cut episode's final observation, its bootstrap; 0 elsewhere |
+| truncation_values | [T, B] | float32 | the cut episode's bootstrap value, or 0 (see below) |
 | behaviour_logits | [T, B, A] | float32 | the actor's policy logits at obs[t] |
 | initial_state | nest of [B, ...] | | the agent's recurrent state before obs[0] (`()` if none) |
 | policy_version | [B] | int64 | learner step whose weights produced this unroll |
@@ -23,8 +23,10 @@ axis 0 of `[B]` fields).
 When an episode ends at t -> t+1 the environment is reset in the same step, so
 obs[t+1] is the new episode's first observation and first[t+1] is True. The
 final observation of an episode cut by a time limit is therefore not in the
-unroll; its value, which the cut episode's return bootstraps from, is
-(`truncation_values`, `impala_rep.transitions`).
+unroll; its value, which the cut episode's return bootstraps from, is: where
+truncated (and not terminated) at t -> t+1, `truncation_values[t]` is the acting
+agent's value of the cut episode's final observation, its bootstrap; it is 0
+elsewhere (see `impala_rep.transitions`).
 """
 
 from __future__ import annotations
@@ -100,7 +102,8 @@ def _map_batch_axis(fn, unrolls: list[Unroll]) -> Unroll:
     fields = {name: fn([getattr(u, name) for u in unrolls], 1) for name in TIME_MAJOR_DTYPES}
     fields["policy_version"] = fn([u.policy_version for u in unrolls], 0)
     fields["initial_state"] = tf.nest.map_structure(
-        lambda *leaves: fn(list(leaves), 0), *[u.initial_state for u in unrolls])
+        lambda *leaves: fn(list(leaves), 0), *[u.initial_state for u in unrolls]
+    )
     return Unroll(**fields)
 
 
@@ -113,4 +116,5 @@ def slice_columns(unroll: Unroll, start: int, stop: int) -> Unroll:
     """Batch columns `start:stop` of `unroll` (views, not copies)."""
     return _map_batch_axis(
         lambda arrays, axis: np.asarray(arrays[0])[(slice(None),) * axis + (slice(start, stop),)],
-        [unroll])
+        [unroll],
+    )

@@ -11,8 +11,15 @@ import math
 import numbers
 from typing import Any
 
-__all__ = ["STICKY_ACTIONS_RANGE", "SEED_RANGE", "require", "is_int", "is_number",
-           "is_sticky_probability", "is_seed"]
+__all__ = [
+    "STICKY_ACTIONS_RANGE",
+    "SEED_RANGE",
+    "require",
+    "is_int",
+    "is_number",
+    "is_sticky_probability",
+    "is_seed",
+]
 
 STICKY_ACTIONS_RANGE = "a probability in [0, 1)"
 SEED_RANGE = "an integer in [0, 2**32)"

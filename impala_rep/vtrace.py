@@ -182,9 +182,7 @@ def from_importance_weights(
             clipped_pg_rhos = tf.minimum(cast_to(clip_pg_rho_threshold, dtype), rhos)
         else:
             clipped_pg_rhos = rhos
-        pg_advantages = clipped_pg_rhos * (
-            rewards + discounts * vs_t_plus_1 - values
-        )
+        pg_advantages = clipped_pg_rhos * (rewards + discounts * vs_t_plus_1 - values)
 
         return VTraceReturns(
             vs=tf.stop_gradient(vs),
@@ -194,9 +192,7 @@ def from_importance_weights(
 
 def _action_log_probs(logits: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
     """``[T, B, NUM_ACTIONS]`` logits, ``[T, B]`` actions -> ``[T, B]`` log-probs."""
-    return -tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=actions, logits=logits
-    )
+    return -tf.nn.sparse_softmax_cross_entropy_with_logits(labels=actions, logits=logits)
 
 
 def from_logits(
@@ -275,9 +271,7 @@ def from_logits(
         assert_shape("values", values, ("T", "B"), dims=dims)
         assert_shape("bootstrap_value", bootstrap_value, ("B",), dims=dims)
 
-        behaviour_action_log_probs = _action_log_probs(
-            behaviour_policy_logits, actions
-        )
+        behaviour_action_log_probs = _action_log_probs(behaviour_policy_logits, actions)
         target_action_log_probs = _action_log_probs(target_policy_logits, actions)
         log_rhos = target_action_log_probs - tf.cast(
             behaviour_action_log_probs, target_action_log_probs.dtype

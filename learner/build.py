@@ -18,18 +18,26 @@ collectives) and a run can resume onto another number of hosts.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from impala_rep.config import TrainConfig
 
 __all__ = ["build_learner_service"]
 
 
-def build_learner_service(*, config: TrainConfig, observation_shape: Sequence[int],
-                          agent_factory: Callable[[], Any], frame_skip: int = 1,
-                          loss_fn: Callable[..., Any] | None = None, resume: bool = False,
-                          host: int = 0, addresses: Sequence[str] = (),
-                          publish: Callable[[list], Any] = lambda weights: weights):
+def build_learner_service(
+    *,
+    config: TrainConfig,
+    observation_shape: Sequence[int],
+    agent_factory: Callable[[], Any],
+    frame_skip: int = 1,
+    loss_fn: Callable[..., Any] | None = None,
+    resume: bool = False,
+    host: int = 0,
+    addresses: Sequence[str] = (),
+    publish: Callable[[list], Any] = lambda weights: weights,
+):
     """Builds the Replicator, `Learner`, checkpoint and `LearnerService` of one learner host.
 
     The first TensorFlow work in the process happens here, so `cpu:N` logical
@@ -63,29 +71,51 @@ def build_learner_service(*, config: TrainConfig, observation_shape: Sequence[in
     from impala_rep.learner.reward_scale import RewardScale
     from impala_rep.learner.service import LearnerService
 
-    replicator = (Replicator(strategy=tf.distribute.MultiWorkerMirroredStrategy()) if hosts > 1
-                  else Replicator(config.learner.devices, jit_compile=bool(config.learner.xla)))
-    learner = Learner(agent=agent_factory(), replicator=replicator,
-                      observation_shape=tuple(observation_shape),
-                      total_steps=config.total_learner_steps(frame_skip),
-                      loss=config.loss, optimizer=config.optimizer, loss_fn=loss_fn,
-                      loss_grad_norms=config.learner.loss_grad_norms,
-                      autograph=config.learner.autograph is not False)
+    replicator = (
+        Replicator(strategy=tf.distribute.MultiWorkerMirroredStrategy())
+        if hosts > 1
+        else Replicator(config.learner.devices, jit_compile=bool(config.learner.xla))
+    )
+    learner = Learner(
+        agent=agent_factory(),
+        replicator=replicator,
+        observation_shape=tuple(observation_shape),
+        total_steps=config.total_learner_steps(frame_skip),
+        loss=config.loss,
+        optimizer=config.optimizer,
+        loss_fn=loss_fn,
+        loss_grad_norms=config.learner.loss_grad_norms,
+        autograph=config.learner.autograph is not False,
+    )
     chief = host == 0
     checkpoint = None
     if config.run.logdir is not None:
         directory = os.path.join(config.run.logdir, CHECKPOINT_SUBDIR)
-        checkpoint = (RunCheckpoint(learner=learner, directory=directory,
-                                    return_moments=config.loss.normalize_rewards) if chief
-                      else ScratchCheckpoint(learner=learner, restore_from=directory,
-                                             return_moments=config.loss.normalize_rewards))
+        checkpoint = (
+            RunCheckpoint(
+                learner=learner, directory=directory, return_moments=config.loss.normalize_rewards
+            )
+            if chief
+            else ScratchCheckpoint(
+                learner=learner,
+                restore_from=directory,
+                return_moments=config.loss.normalize_rewards,
+            )
+        )
     return LearnerService(
-        learner=learner, batch_size=config.learner.batch_size // hosts,
+        learner=learner,
+        batch_size=config.learner.batch_size // hosts,
         total_frames=-(-config.total_agent_steps(frame_skip) // hosts),
         queue_capacity=config.learner.queue_capacity,
         publish=publish if chief else None,
-        checkpoint=checkpoint, checkpoint_every_s=config.learner.checkpoint_every_s,
-        resume=resume, sync=HostSync(replicator) if hosts > 1 else None, host=host, hosts=hosts,
-        frames_per_step=config.steps_per_update, passes=config.learner.passes,
+        checkpoint=checkpoint,
+        checkpoint_every_s=config.learner.checkpoint_every_s,
+        resume=resume,
+        sync=HostSync(replicator) if hosts > 1 else None,
+        host=host,
+        hosts=hosts,
+        frames_per_step=config.steps_per_update,
+        passes=config.learner.passes,
         target_kl=config.learner.target_kl,
-        reward_scale=RewardScale() if config.loss.normalize_rewards else None)
+        reward_scale=RewardScale() if config.loss.normalize_rewards else None,
+    )

@@ -37,8 +37,13 @@ def newest_checkpoint(directory: str | os.PathLike) -> tuple[str, int] | None:
     if match is None or not match.group(1):
         return None
     # The text format writes bytes outside printable ASCII as C escapes (\303\251 for é).
-    path = match.group(1).encode("latin-1", "backslashreplace").decode(
-        "unicode_escape").encode("latin-1").decode("utf-8")
+    path = (
+        match.group(1)
+        .encode("latin-1", "backslashreplace")
+        .decode("unicode_escape")
+        .encode("latin-1")
+        .decode("utf-8")
+    )
     if not os.path.isabs(path):
         path = os.path.join(os.fspath(directory), path)
     step = os.path.basename(path).rsplit("-", 1)[-1]

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -29,8 +30,14 @@ import tensorflow as tf
 # Re-exported: what the index names, read without TensorFlow (the driver reads it).
 from impala_rep.learner.checkpoint_index import CHECKPOINT_SUBDIR, newest_checkpoint
 
-__all__ = ["RunCheckpoint", "RunCounters", "restore_newest_readable", "newest_checkpoint",
-           "agent_trackables", "CHECKPOINT_SUBDIR"]
+__all__ = [
+    "RunCheckpoint",
+    "RunCounters",
+    "restore_newest_readable",
+    "newest_checkpoint",
+    "agent_trackables",
+    "CHECKPOINT_SUBDIR",
+]
 
 
 _log = logging.getLogger(__name__)
@@ -44,31 +51,34 @@ def agent_trackables(agent) -> dict:
     batch-norm moving statistics) is saved under its own key, and only when there is
     some: checkpoints of agents without such state keep their layout."""
     agent_state = list(getattr(agent, "non_trainable_variables", ()))
-    return {"agent": list(agent.trainable_variables),
-            **({"agent_state": agent_state} if agent_state else {})}
+    return {
+        "agent": list(agent.trainable_variables),
+        **({"agent_state": agent_state} if agent_state else {}),
+    }
 
 
 class RunCounters(NamedTuple):
     """The run's progress, as saved with the learner state."""
 
-    frames: int                 # agent steps consumed by the learner
+    frames: int  # agent steps consumed by the learner
     episodes: int
     recent_returns: tuple[float, ...]  # oldest first, at most `window`
     # (count, mean, variance) of the discounted returns, with reward scaling (`RewardScale`)
     return_moments: tuple[float, float, float] | None = None
 
 
-def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: str | os.PathLike, *,
-                            partial: bool = False) -> str:
+def restore_newest_readable(
+    checkpoint: tf.train.Checkpoint, directory: str | os.PathLike, *, partial: bool = False
+) -> str:
     """Restores the newest checkpoint in `directory` that reads back whole; returns its path.
 
     `partial`: `checkpoint` holds only part of what was saved (e.g. an agent's weights
     without the optimizer's slots); what it holds must still match.
 
     Checkpoints listed in the directory's index are tried newest first; one that
-    fails to read (a missing, truncated or corrupt file) is skipped with a warning. A checkpoint that reads but does not match the
-    objects (another architecture) raises AssertionError: falling back would
-    hide a real mismatch.
+    fails to read (a missing, truncated or corrupt file) is skipped with a warning.
+    A checkpoint that reads but does not match the objects (another architecture)
+    raises AssertionError: falling back would hide a real mismatch.
 
     Raises:
       FileNotFoundError: no checkpoint in `directory`, or none readable.
@@ -90,8 +100,12 @@ def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: str | os
             # object graph. Every variable is assigned again by the next restore
             # that succeeds, so a partial read leaves nothing behind.
             first_line = (str(err).splitlines() or [""])[0]
-            _log.warning("checkpoint %s is unreadable (%s: %s); trying an older one", path,
-                         type(err).__name__, first_line)
+            _log.warning(
+                "checkpoint %s is unreadable (%s: %s); trying an older one",
+                path,
+                type(err).__name__,
+                first_line,
+            )
             failures.append(f"{os.path.basename(path)}: {type(err).__name__}")
             continue
         # Outside the try: a checkpoint that reads but does not match is a real error.
@@ -115,8 +129,15 @@ class RunCheckpoint:
         then, so that checkpoints of runs without it keep their layout.
     """
 
-    def __init__(self, *, learner, directory: str | os.PathLike, window: int = 100,
-                 max_to_keep: int = 3, return_moments: bool = False):
+    def __init__(
+        self,
+        *,
+        learner,
+        directory: str | os.PathLike,
+        window: int = 100,
+        max_to_keep: int = 3,
+        return_moments: bool = False,
+    ):
         if max_to_keep < 2:
             raise ValueError(f"max_to_keep must be >= 2 (one to fall back to), got {max_to_keep}")
         self._window = window
@@ -124,22 +145,28 @@ class RunCheckpoint:
         self._episodes = tf.Variable(0, dtype=tf.int64, trainable=False)
         self._returns = tf.Variable(np.zeros(window), dtype=tf.float64, trainable=False)
         self._num_returns = tf.Variable(0, dtype=tf.int64, trainable=False)
-        self._return_moments = (tf.Variable(np.zeros(3), dtype=tf.float64, trainable=False)
-                                if return_moments else None)
+        self._return_moments = (
+            tf.Variable(np.zeros(3), dtype=tf.float64, trainable=False) if return_moments else None
+        )
         self._checkpoint = tf.train.Checkpoint(
-            learner=learner.checkpoint, frames=self._frames, episodes=self._episodes,
-            recent_returns=self._returns, num_recent=self._num_returns,
-            **({"return_moments": self._return_moments} if return_moments else {}))
+            learner=learner.checkpoint,
+            frames=self._frames,
+            episodes=self._episodes,
+            recent_returns=self._returns,
+            num_recent=self._num_returns,
+            **({"return_moments": self._return_moments} if return_moments else {}),
+        )
         self.directory = os.fspath(directory)
-        self._manager = tf.train.CheckpointManager(self._checkpoint, self.directory,
-                                                   max_to_keep=max_to_keep)
+        self._manager = tf.train.CheckpointManager(
+            self._checkpoint, self.directory, max_to_keep=max_to_keep
+        )
         self._learner = learner
 
     def save(self, counters: RunCounters) -> str:
         """Writes a checkpoint numbered by the learner step; returns its path."""
-        recent = np.asarray(counters.recent_returns[-self._window:], dtype=np.float64)
+        recent = np.asarray(counters.recent_returns[-self._window :], dtype=np.float64)
         padded = np.zeros(self._window)
-        padded[:len(recent)] = recent
+        padded[: len(recent)] = recent
         self._frames.assign(counters.frames)
         self._episodes.assign(counters.episodes)
         self._returns.assign(padded)
@@ -159,10 +186,12 @@ class RunCheckpoint:
         moments = None
         if self._return_moments is not None:
             moments = tuple(float(m) for m in self._return_moments.numpy())
-        return path, RunCounters(frames=int(self._frames.numpy()),
-                                 episodes=int(self._episodes.numpy()),
-                                 recent_returns=tuple(self._returns.numpy()[:count].tolist()),
-                                 return_moments=moments)
+        return path, RunCounters(
+            frames=int(self._frames.numpy()),
+            episodes=int(self._episodes.numpy()),
+            recent_returns=tuple(self._returns.numpy()[:count].tolist()),
+            return_moments=moments,
+        )
 
     @property
     def checkpoints(self) -> Sequence[str]:

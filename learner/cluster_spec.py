@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import socket
-from typing import Sequence
+from collections.abc import Sequence
 
 __all__ = ["free_port", "tf_config", "set_tf_config"]
 

@@ -8,12 +8,20 @@ them, beside the `Replicator` that runs the step.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import tensorflow as tf
 
-__all__ = ["CrossReplicaBatchNorm", "all_gather", "all_reduce", "all_reduce_gradients",
-           "broadcast", "num_replicas", "replica_id"]
+__all__ = [
+    "CrossReplicaBatchNorm",
+    "all_gather",
+    "all_reduce",
+    "all_reduce_gradients",
+    "broadcast",
+    "num_replicas",
+    "replica_id",
+]
 
 
 def all_reduce_gradients(grads: Sequence[Any]) -> list[Any]:
@@ -102,6 +110,8 @@ class CrossReplicaBatchNorm(tf.keras.layers.BatchNormalization):
 
     def __init__(self, **kwargs):
         if kwargs.pop("synchronized", True) is not True:
-            raise ValueError("CrossReplicaBatchNorm is always synchronized; use "
-                             "tf.keras.layers.BatchNormalization for per-replica statistics")
+            raise ValueError(
+                "CrossReplicaBatchNorm is always synchronized; use "
+                "tf.keras.layers.BatchNormalization for per-replica statistics"
+            )
         super().__init__(synchronized=True, **kwargs)

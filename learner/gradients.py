@@ -8,14 +8,17 @@ the same global gradient, so every replica takes the same decisions.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import tensorflow as tf
 
 __all__ = ["clip_by_global_norm", "zero_unless"]
 
 
-def clip_by_global_norm(grads: Sequence[Any], max_norm: float | None) -> tuple[list[Any], tf.Tensor]:
+def clip_by_global_norm(
+    grads: Sequence[Any], max_norm: float | None
+) -> tuple[list[Any], tf.Tensor]:
     """`(grads scaled to a global norm of at most max_norm, the global norm before)`.
 
     `max_norm=None` leaves the gradients alone (the norm is still returned).

@@ -14,7 +14,8 @@ by leaf, as `tf.function` would take it, through the same per-layout cache.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Hashable, NamedTuple, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -46,7 +47,7 @@ def unpack(buffer: tf.Tensor, layout: Layout) -> list[tf.Tensor]:
     leaves, offset = [], 0
     for shape, dtype in layout:
         size = _nbytes(shape, dtype)
-        piece = buffer[offset:offset + size]
+        piece = buffer[offset : offset + size]
         offset += size
         if dtype == tf.bool:  # no bitcast to bool; numpy stores it as one 0/1 byte
             value = tf.not_equal(piece, 0)
@@ -100,7 +101,7 @@ class TracedCalls:
         self._jit_compile = jit_compile
         self._traced: dict[Hashable, tuple[Any, Callable]] = {}
 
-    def __call__(self, fed: "HostFeed", static: Hashable, *args: tf.Tensor) -> Any:
+    def __call__(self, fed: HostFeed, static: Hashable, *args: tf.Tensor) -> Any:
         """Calls the concrete function for `fed`'s layout (tracing it at its first call).
 
         Args:
@@ -114,25 +115,41 @@ class TracedCalls:
         if entry is None or not _same_structure(entry[0], fed.inputs):
             # The structure alone (None leaves) is kept, only when a layout is first traced.
             structure = tf.nest.map_structure(lambda _: None, fed.inputs)
-            entry = self._traced[key] = (structure, self._trace(
-                structure, [(s, tf.as_dtype(d)) for s, d in fed.layout], fed.packed,
-                static, args))
+            entry = self._traced[key] = (
+                structure,
+                self._trace(
+                    structure,
+                    [(s, tf.as_dtype(d)) for s, d in fed.layout],
+                    fed.packed,
+                    static,
+                    args,
+                ),
+            )
         return entry[1](*fed.tensors, *args)
 
-    def _trace(self, structure: Any, layout: Layout, packed: bool, static: Hashable,
-               args: Sequence[tf.Tensor]) -> Callable:
+    def _trace(
+        self,
+        structure: Any,
+        layout: Layout,
+        packed: bool,
+        static: Hashable,
+        args: Sequence[tf.Tensor],
+    ) -> Callable:
         fed = 1 if packed else len(layout)
 
         def traced(*tensors):
             leaves = unpack(tensors[0], layout) if packed else list(tensors[:fed])
-            return self._body(tf.nest.pack_sequence_as(structure, leaves), static,
-                              *tensors[fed:])
+            return self._body(tf.nest.pack_sequence_as(structure, leaves), static, *tensors[fed:])
 
-        specs = ([tf.TensorSpec([sum(_nbytes(s, d) for s, d in layout)], tf.uint8)]
-                 if packed else [tf.TensorSpec(s, d) for s, d in layout])
+        specs = (
+            [tf.TensorSpec([sum(_nbytes(s, d) for s, d in layout)], tf.uint8)]
+            if packed
+            else [tf.TensorSpec(s, d) for s, d in layout]
+        )
         specs += [tf.TensorSpec(a.shape, a.dtype) for a in args]
-        return tf.function(traced, jit_compile=self._jit_compile,
-                           autograph=False).get_concrete_function(*specs)
+        return tf.function(
+            traced, jit_compile=self._jit_compile, autograph=False
+        ).get_concrete_function(*specs)
 
 
 def _same_structure(a: Any, b: Any) -> bool:

@@ -63,7 +63,7 @@ class HostSync:
         local = np.zeros((self._replicator.num_local_replicas, values.shape[1]), np.float32)
         local[0] = values[0]  # a host's other local replicas send zeros, dropped below
         gathered = np.asarray(self._replicator.run(_gather_over_replicas, local)[0])
-        return gathered[::self._replicator.num_local_replicas]
+        return gathered[:: self._replicator.num_local_replicas]
 
 
 class ScratchCheckpoint:
@@ -87,8 +87,9 @@ class ScratchCheckpoint:
 
         directory = tempfile.mkdtemp(prefix="impala-rep-host-checkpoint-")
         try:
-            RunCheckpoint(learner=self._learner, directory=directory,
-                          return_moments=self._return_moments).save(counters)
+            RunCheckpoint(
+                learner=self._learner, directory=directory, return_moments=self._return_moments
+            ).save(counters)
         finally:
             shutil.rmtree(directory, ignore_errors=True)
         return ""
@@ -99,5 +100,6 @@ class ScratchCheckpoint:
 
         if self._restore_from is None:
             raise FileNotFoundError("this learner host was given no checkpoint to restore")
-        return RunCheckpoint(learner=self._learner, directory=self._restore_from,
-                             return_moments=self._return_moments).restore()
+        return RunCheckpoint(
+            learner=self._learner, directory=self._restore_from, return_moments=self._return_moments
+        ).restore()

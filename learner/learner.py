@@ -23,7 +23,8 @@ import functools
 import math
 import numbers
 import os
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -33,8 +34,13 @@ from impala_rep.config import LossConfig, OptimizerConfig
 from impala_rep.learner.checkpointing import agent_trackables, restore_newest_readable
 from impala_rep.learner.gradients import clip_by_global_norm, zero_unless
 from impala_rep.learner.optimizers import make_optimizer as optimizer_from_config
-from impala_rep.learner.replicator import (ReplicatedOptimizer, Replicator, all_reduce,
-                                            all_reduce_gradients, num_replicas)
+from impala_rep.learner.replicator import (
+    ReplicatedOptimizer,
+    Replicator,
+    all_reduce,
+    all_reduce_gradients,
+    num_replicas,
+)
 from impala_rep.learner.staging import StagedBatch, device_batch
 from impala_rep.loss_fn import LossFn, apply_loss, impala_loss_fn
 from impala_rep.unroll import Unroll
@@ -42,13 +48,15 @@ from impala_rep.value_checks import is_number
 
 __all__ = ["Learner", "NonFiniteError"]
 
+
 class NonFiniteError(FloatingPointError):
     """A learner step produced a NaN or infinite loss or gradient; nothing was applied."""
 
     def __init__(self, metrics: list[str], step: int):
         self.metrics, self.step = metrics, step
-        super().__init__(f"non-finite {', '.join(metrics)} at learner step {step}; "
-                         "the update was not applied")
+        super().__init__(
+            f"non-finite {', '.join(metrics)} at learner step {step}; the update was not applied"
+        )
 
 
 class Learner:
@@ -94,26 +102,38 @@ class Learner:
         replicator: Replicator,
         observation_shape: Sequence[int],
         total_steps: int,
-        loss: LossConfig = LossConfig(),
-        optimizer: OptimizerConfig = OptimizerConfig(),
+        # Frozen dataclasses: one instance shared by every call is safe as a default.
+        loss: LossConfig = LossConfig(),  # noqa: B008
+        optimizer: OptimizerConfig = OptimizerConfig(),  # noqa: B008
         make_optimizer: Callable[[], tf.keras.optimizers.Optimizer] | None = None,
         loss_fn: LossFn | None = None,
         loss_grad_norms: bool = False,
         autograph: bool = True,
     ):
-        if isinstance(total_steps, bool) or not isinstance(total_steps, numbers.Integral) or total_steps < 1:
+        if (
+            isinstance(total_steps, bool)
+            or not isinstance(total_steps, numbers.Integral)
+            or total_steps < 1
+        ):
             raise ValueError(f"total_steps must be an integer >= 1, got {total_steps!r}")
-        for name, value, cls in (("loss", loss, LossConfig), ("optimizer", optimizer, OptimizerConfig)):
+        for name, value, cls in (
+            ("loss", loss, LossConfig),
+            ("optimizer", optimizer, OptimizerConfig),
+        ):
             if not isinstance(value, cls):
-                raise TypeError(f"{name} must be an impala_rep.{cls.__name__}, got {type(value).__name__}")
+                raise TypeError(
+                    f"{name} must be an impala_rep.{cls.__name__}, got {type(value).__name__}"
+                )
         # `train` applies rnd_cost by wrapping the agent and the loss (impala_rep.rnd); a plain
         # agent here would train without the bonus the config asks for, silently. None (auto)
         # is resolved by `train`; given to a Learner by hand it means off, as it did before.
         if loss.rnd_cost and not callable(getattr(agent, "novelty", None)):
-            raise ValueError(f"bad rnd_cost {loss.rnd_cost}: a Learner does not add random network "
-                             "distillation itself; give it impala_rep.rnd.RNDAgent(agent) and "
-                             "loss_fn=functools.partial(impala_rep.rnd.rnd_loss_fn, rnd_cost=...), "
-                             "or use rnd_cost 0")
+            raise ValueError(
+                f"bad rnd_cost {loss.rnd_cost}: a Learner does not add random network "
+                "distillation itself; give it impala_rep.rnd.RNDAgent(agent) and "
+                "loss_fn=functools.partial(impala_rep.rnd.rnd_loss_fn, rnd_cost=...), "
+                "or use rnd_cost 0"
+            )
         self._agent = agent
         self._replicator = replicator
         self._loss_config = loss
@@ -121,8 +141,9 @@ class Learner:
         self._loss_fn = impala_loss_fn if loss_fn is None else loss_fn
         self._loss_grad_norms = bool(loss_grad_norms)
         if make_optimizer is None:
-            make_optimizer = functools.partial(optimizer_from_config, optimizer,
-                                               decay_steps=int(total_steps))
+            make_optimizer = functools.partial(
+                optimizer_from_config, optimizer, decay_steps=int(total_steps)
+            )
         with replicator.scope():
             agent.build(tuple(observation_shape))
             # Made inside the scope: Keras creates the optimizer's step counter in its
@@ -134,13 +155,19 @@ class Learner:
             self._optimizer.build(list(agent.trainable_variables))
             # Counted inside the compiled update (each replica adds 1, the first replica's
             # add is kept), so a step costs no extra variable dispatch on the host.
-            self._num_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="learner_step",
-                                          aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+            self._num_steps = tf.Variable(
+                0,
+                dtype=tf.int64,
+                trainable=False,
+                name="learner_step",
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+            )
             # Read by the passes' loop in the graph (`_stop_after`); +inf: no target.
             self._target_kl = tf.Variable(math.inf, dtype=tf.float32, trainable=False)
         self._target_kl_value = np.float32(math.inf)
         self._checkpoint = tf.train.Checkpoint(
-            optimizer=self._optimizer.optimizer, step=self._num_steps, **agent_trackables(agent))
+            optimizer=self._optimizer.optimizer, step=self._num_steps, **agent_trackables(agent)
+        )
         self._managers: dict[str, tf.train.CheckpointManager] = {}
         # Replicator caches one compiled function per step_fn (and until) object: keep ours
         # fixed. Without autograph both are traced as written: nothing they call is converted.
@@ -186,22 +213,31 @@ class Learner:
         replicas = num_replicas()
         with tf.GradientTape(persistent=self._loss_grad_norms) as tape:
             # The loss hook's contract (keywords, shapes, result) is impala_rep.loss_fn's.
-            output = apply_loss(self._loss_fn, agent=self._agent, batch=batch,
-                                initial_state=state, config=self._loss_config)
+            output = apply_loss(
+                self._loss_fn,
+                agent=self._agent,
+                batch=batch,
+                initial_state=state,
+                config=self._loss_config,
+            )
             # An RNDAgent under a loss that does not train its predictor (the default loss,
             # say) would train without the bonus the config asks for, silently.
             if self._loss_config.rnd_cost and "rnd_loss" not in output.terms:
-                raise ValueError(f"bad rnd_cost {self._loss_config.rnd_cost}: the loss adds no "
-                                 "novelty bonus (no 'rnd_loss' term); give the Learner loss_fn="
-                                 "functools.partial(impala_rep.rnd.rnd_loss_fn, rnd_cost=...), "
-                                 "or use rnd_cost 0")
+                raise ValueError(
+                    f"bad rnd_cost {self._loss_config.rnd_cost}: the loss adds no "
+                    "novelty bonus (no 'rnd_loss' term); give the Learner loss_fn="
+                    "functools.partial(impala_rep.rnd.rnd_loss_fn, rnd_cost=...), "
+                    "or use rnd_cost 0"
+                )
             # A PopArtAgent under a loss that does not normalise (the default loss, say) would
             # train without PopArt, silently.
             if self._loss_config.popart and "popart_scale" not in output.means:
-                raise ValueError("bad popart True: the loss does not normalise the values (no "
-                                 "'popart_scale' metric); give the Learner impala_rep.popart."
-                                 "PopArtAgent(agent) and loss_fn=functools.partial(impala_rep."
-                                 "popart.popart_loss_fn, step_size=...), or popart False")
+                raise ValueError(
+                    "bad popart True: the loss does not normalise the values (no "
+                    "'popart_scale' metric); give the Learner impala_rep.popart."
+                    "PopArtAgent(agent) and loss_fn=functools.partial(impala_rep."
+                    "popart.popart_loss_fn, step_size=...), or popart False"
+                )
             loss = output.loss
             # The loss is a SUM over this replica's shard (as in the paper), but
             # gradients are MEAN-reduced over replicas. Scaling by the replica count
@@ -209,15 +245,19 @@ class Learner:
             # update does not depend on how many devices share the batch.
             scaled_loss = loss * tf.cast(replicas, loss.dtype)
             # Scaled as the loss is (and on the tape), so the parts' norms add up like the update's.
-            scaled_terms = ({name: term * tf.cast(replicas, term.dtype)
-                             for name, term in output.terms.items()}
-                            if self._loss_grad_norms else {})
+            scaled_terms = (
+                {name: term * tf.cast(replicas, term.dtype) for name, term in output.terms.items()}
+                if self._loss_grad_norms
+                else {}
+            )
         grads = tape.gradient(scaled_loss, variables)
         term_norms = {}
         if self._loss_grad_norms:
             for name, term in scaled_terms.items():
-                part = [tf.zeros(v.shape, v.dtype) if g is None else g
-                        for g, v in zip(tape.gradient(term, variables), variables)]
+                part = [
+                    tf.zeros(v.shape, v.dtype) if g is None else g
+                    for g, v in zip(tape.gradient(term, variables), variables)
+                ]
                 term_norms[f"grad_norm_{name}"] = tf.linalg.global_norm(all_reduce_gradients(part))
         del tape
 
@@ -239,8 +279,9 @@ class Learner:
         # merge_call inside a cond branch) leave the weights unchanged; `step`
         # then raises, so the optimizer's own step/slot decay for this update is
         # never checkpointed or published.
-        finite = tf.logical_and(tf.math.is_finite(grad_norm),
-                                tf.math.is_finite(all_reduce(loss, op="sum")))
+        finite = tf.logical_and(
+            tf.math.is_finite(grad_norm), tf.math.is_finite(all_reduce(loss, op="sum"))
+        )
         grads = zero_unless(finite, grads)
 
         # Read before applying: the rate this update uses (Keras evaluates a
@@ -270,7 +311,9 @@ class Learner:
         names = self._metric_names
         stop = tf.equal(metrics[names.index("finite")], 0.0)
         if "kl" in names:
-            stop = tf.logical_or(stop, metrics[names.index("kl")] > tf.cast(self._target_kl, tf.float64))
+            stop = tf.logical_or(
+                stop, metrics[names.index("kl")] > tf.cast(self._target_kl, tf.float64)
+            )
         return stop
 
     # --- public API --------------------------------------------------------------
@@ -278,11 +321,14 @@ class Learner:
     def prepare(self, batch: Unroll) -> StagedBatch:
         """`batch` made ready for `step` (checked, cast, packed, converted) ahead of it, so a
         thread can stage the next batch while a step runs (`learner/staging.py`)."""
-        return StagedBatch(self._replicator.stage(device_batch(batch), batch_axis=1),
-                           np.asarray(batch.policy_version, dtype=np.int64))
+        return StagedBatch(
+            self._replicator.stage(device_batch(batch), batch_axis=1),
+            np.asarray(batch.policy_version, dtype=np.int64),
+        )
 
-    def step(self, batch: Unroll | StagedBatch, *, passes: int = 1,
-             target_kl: float | None = None) -> dict[str, float]:
+    def step(
+        self, batch: Unroll | StagedBatch, *, passes: int = 1, target_kl: float | None = None
+    ) -> dict[str, float]:
         """Applies up to `passes` replicated updates on a batch of `B` unrolls (default one).
 
         Args:
@@ -321,8 +367,9 @@ class Learner:
             self._target_kl_value = target
         # The passes loop in the graph, ending early at a non-finite update or at the target.
         staged = batch if isinstance(batch, StagedBatch) else self.prepare(batch)
-        results, done = self._replicator.repeat(self._step_fn, staged.inputs,
-                                                times=passes, batch_axis=1, until=self._stop_fn)
+        results, done = self._replicator.repeat(
+            self._step_fn, staged.inputs, times=passes, batch_axis=1, until=self._stop_fn
+        )
         metrics = dict(zip(self._metric_names, results[0].numpy().tolist()))
         finite, steps = metrics.pop("finite"), int(metrics.pop("learner_steps"))
         version = steps - done + (0 if finite else 1)  # before this call: each finite pass counted
@@ -330,8 +377,10 @@ class Learner:
             bad = sorted(name for name, value in metrics.items() if not math.isfinite(value))
             raise NonFiniteError(bad or ["loss"], steps)
         if target_kl is not None and "kl" not in metrics:
-            raise ValueError("target_kl needs a loss that reports the metric 'kl'; this one "
-                             "reports " + ", ".join(metrics))
+            raise ValueError(
+                "target_kl needs a loss that reports the metric 'kl'; this one "
+                "reports " + ", ".join(metrics)
+            )
         if done < passes:
             # Stopped at the target. The schedule is a function of the update count;
             # skipping ahead keeps its end at the run's last frame.

@@ -27,7 +27,8 @@ save, kill.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import ray
 
@@ -35,8 +36,16 @@ from impala_rep.config import TrainConfig
 from impala_rep.learner.ray_learner import RayLearnerHost, learner_gpus
 from impala_rep.learner.report import LearnerReport
 
-__all__ = ["LearnerGroup", "LearnerNotAnswering", "create_learner_group", "distinct_addresses",
-           "PLACE_TIMEOUT_S", "START_TIMEOUT_S", "REPORT_TIMEOUT_S", "SAVE_TIMEOUT_S"]
+__all__ = [
+    "LearnerGroup",
+    "LearnerNotAnswering",
+    "create_learner_group",
+    "distinct_addresses",
+    "PLACE_TIMEOUT_S",
+    "START_TIMEOUT_S",
+    "REPORT_TIMEOUT_S",
+    "SAVE_TIMEOUT_S",
+]
 
 # Seconds a host gets to end its training thread on stop: a host left in a
 # collective by a dead or failed peer never ends it, and is killed instead.
@@ -87,10 +96,15 @@ class LearnerGroup:
         """Waits for every host to be built (a group's first collective: the strategy);
         returns the checkpoint the chief restored from (None: a new run).
         LearnerNotAnswering if some host is not built within `START_TIMEOUT_S`."""
-        restored = _get_in_time(self._started, START_TIMEOUT_S, lambda late: (
-            f"{_hosts(late, len(self.hosts))} did not finish starting within "
-            f"{START_TIMEOUT_S:.0f} s (importing TensorFlow, building the learner, restoring a "
-            "checkpoint, or the hosts of a group connecting to each other)"))[0]
+        restored = _get_in_time(
+            self._started,
+            START_TIMEOUT_S,
+            lambda late: (
+                f"{_hosts(late, len(self.hosts))} did not finish starting within "
+                f"{START_TIMEOUT_S:.0f} s (importing TensorFlow, building the learner, restoring a "
+                "checkpoint, or the hosts of a group connecting to each other)"
+            ),
+        )[0]
         self._started = []
         return restored
 
@@ -98,14 +112,19 @@ class LearnerGroup:
         """The merged report; `ray.exceptions.GetTimeoutError` if a host does not answer
         within `REPORT_TIMEOUT_S` (a report is served beside the training thread: it never
         waits for a step)."""
-        return LearnerReport.merge(ray.get([host.report.remote() for host in self.hosts],
-                                           timeout=REPORT_TIMEOUT_S))
+        return LearnerReport.merge(
+            ray.get([host.report.remote() for host in self.hosts], timeout=REPORT_TIMEOUT_S)
+        )
 
     def stop(self) -> bool:
         """Stops every host together; False if some host's training did not end (then
         kill the group rather than save)."""
-        return all(ray.get([host.stop.remote(_HOST_STOP_TIMEOUT_S) for host in self.hosts],
-                           timeout=_HOST_STOP_TIMEOUT_S + REPORT_TIMEOUT_S))
+        return all(
+            ray.get(
+                [host.stop.remote(_HOST_STOP_TIMEOUT_S) for host in self.hosts],
+                timeout=_HOST_STOP_TIMEOUT_S + REPORT_TIMEOUT_S,
+            )
+        )
 
     def save(self) -> tuple[str, int] | None:
         """The final checkpoint (every host takes part; the chief's is kept)."""
@@ -128,13 +147,20 @@ def distinct_addresses(ask: Callable[[], list[str]], tries: int = 3) -> list[str
         if len(set(addresses)) == len(addresses):
             return addresses
     duplicates = sorted({a for a in addresses if addresses.count(a) > 1})
-    raise RuntimeError(f"learner hosts were offered the same address {', '.join(duplicates)} "
-                       f"{tries} times in a row; start the run again")
+    raise RuntimeError(
+        f"learner hosts were offered the same address {', '.join(duplicates)} "
+        f"{tries} times in a row; start the run again"
+    )
 
 
-def create_learner_group(config: TrainConfig, observation_shape, agent_factory, frame_skip: int = 1,
-                         loss_fn: Callable[..., Any] | None = None,
-                         resume: bool = False) -> LearnerGroup:
+def create_learner_group(
+    config: TrainConfig,
+    observation_shape,
+    agent_factory,
+    frame_skip: int = 1,
+    loss_fn: Callable[..., Any] | None = None,
+    resume: bool = False,
+) -> LearnerGroup:
     """Starts the learner: `config.learner.hosts` Ray actors (see the module docstring).
 
     Actors may be started at once (a host serves `latest_weights` and `enqueue` once
@@ -142,37 +168,55 @@ def create_learner_group(config: TrainConfig, observation_shape, agent_factory, 
     host from the newest readable checkpoint in LOGDIR/checkpoints (written by any number of
     hosts)."""
     count, gpus = config.learner.hosts, learner_gpus(config.learner.devices)
-    hosts = [RayLearnerHost.options(
-        num_cpus=1,
-        num_gpus=gpus,
-        # Every actor of this host may block in enqueue (back-pressure) while the
-        # driver still gets reports.
-        max_concurrency=-(-config.actors.num_actors // count) + 4,
-        # One host per node where Ray can, so the group's hosts really are hosts.
-        scheduling_strategy="SPREAD" if count > 1 else "DEFAULT",
-    ).remote() for _ in range(count)]
+    hosts = [
+        RayLearnerHost.options(
+            num_cpus=1,
+            num_gpus=gpus,
+            # Every actor of this host may block in enqueue (back-pressure) while the
+            # driver still gets reports.
+            max_concurrency=-(-config.actors.num_actors // count) + 4,
+            # One host per node where Ray can, so the group's hosts really are hosts.
+            scheduling_strategy="SPREAD" if count > 1 else "DEFAULT",
+        ).remote()
+        for _ in range(count)
+    ]
 
     def placed(refs: list[Any]) -> list[Any]:  # the hosts' first answers: placed and running
-        return _get_in_time(refs, PLACE_TIMEOUT_S, lambda late: (
-            f"Ray did not place {_hosts(late, count)} within {PLACE_TIMEOUT_S:.0f} s: "
-            f"{'it asks' if count == 1 else 'each host asks'} for 1 CPU"
-            f"{f' and {gpus} GPU(s)' if gpus else ''} on one node, and no node had them free"))
+        return _get_in_time(
+            refs,
+            PLACE_TIMEOUT_S,
+            lambda late: (
+                f"Ray did not place {_hosts(late, count)} within {PLACE_TIMEOUT_S:.0f} s: "
+                f"{'it asks' if count == 1 else 'each host asks'} for 1 CPU"
+                f"{f' and {gpus} GPU(s)' if gpus else ''} on one node, and no node had them free"
+            ),
+        )
 
     addresses: list[str] = []
     try:
         if count > 1:
             addresses = distinct_addresses(
-                lambda: placed([host.host_address.remote() for host in hosts]))
+                lambda: placed([host.host_address.remote() for host in hosts])
+            )
         else:
             placed([hosts[0].pid.remote()])
     except (RuntimeError, ray.exceptions.RayError):  # nothing of the group may linger
         for host in hosts:
             ray.kill(host)
         raise
-    started = [host.start.remote(config=config, observation_shape=tuple(observation_shape),
-                                 agent_factory=agent_factory, frame_skip=frame_skip,
-                                 loss_fn=loss_fn, resume=resume, host=index, addresses=addresses)
-               for index, host in enumerate(hosts)]
+    started = [
+        host.start.remote(
+            config=config,
+            observation_shape=tuple(observation_shape),
+            agent_factory=agent_factory,
+            frame_skip=frame_skip,
+            loss_fn=loss_fn,
+            resume=resume,
+            host=index,
+            addresses=addresses,
+        )
+        for index, host in enumerate(hosts)
+    ]
     return LearnerGroup(hosts, started)
 
 
@@ -189,7 +233,9 @@ def _get_in_time(refs: list[Any], timeout_s: float, late: Callable[[list[int]], 
 
 
 def _hosts(indices: list[int], count: int) -> str:
-    """"the learner" for a group of one, else which hosts ("learner hosts 0, 2 of 3")."""
+    """ "the learner" for a group of one, else which hosts ("learner hosts 0, 2 of 3")."""
     if count == 1:
         return "the learner"
-    return f"learner host{'s' if len(indices) > 1 else ''} {', '.join(map(str, indices))} of {count}"
+    return (
+        f"learner host{'s' if len(indices) > 1 else ''} {', '.join(map(str, indices))} of {count}"
+    )

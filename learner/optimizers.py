@@ -19,7 +19,9 @@ __all__ = ["make_optimizer", "paper_rmsprop", "adam"]
 
 def make_optimizer(config: OptimizerConfig, *, decay_steps: int) -> tf.keras.optimizers.Optimizer:
     """The optimizer `config.optimizer` names: `paper_rmsprop` or `adam`."""
-    return {"rmsprop": paper_rmsprop, "adam": adam}[config.optimizer](config, decay_steps=decay_steps)
+    return {"rmsprop": paper_rmsprop, "adam": adam}[config.optimizer](
+        config, decay_steps=decay_steps
+    )
 
 
 def paper_rmsprop(config: OptimizerConfig, *, decay_steps: int) -> tf.keras.optimizers.Optimizer:
@@ -48,12 +50,18 @@ def adam(config: OptimizerConfig, *, decay_steps: int) -> tf.keras.optimizers.Op
     """
     return tf.keras.optimizers.Adam(
         learning_rate=_linear_decay(config.learning_rate, decay_steps),
-        beta_1=0.9, beta_2=0.999, epsilon=config.adam_epsilon,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=config.adam_epsilon,
     )
 
 
 def _linear_decay(learning_rate: float, decay_steps: int):
-    if isinstance(decay_steps, bool) or not isinstance(decay_steps, numbers.Integral) or decay_steps < 1:
+    if (
+        isinstance(decay_steps, bool)
+        or not isinstance(decay_steps, numbers.Integral)
+        or decay_steps < 1
+    ):
         raise ValueError(f"decay_steps must be an integer >= 1, got {decay_steps!r}")
     # Linear decay to 0 over decay_steps, evaluated by Keras at the optimizer's own
     # step counter, so a restored checkpoint (which holds that counter) continues

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import ray
 
@@ -59,16 +60,24 @@ class LearnerHost:
         return ray.get_runtime_context().get_node_id()
 
     def host_address(self) -> str:
-        """"IP:PORT" this host would serve a group's collectives on."""
+        """ "IP:PORT" this host would serve a group's collectives on."""
         from impala_rep.learner.cluster_spec import free_port
 
         ip = ray.util.get_node_ip_address()
         return f"{ip}:{free_port(ip)}"
 
-    def start(self, *, config: TrainConfig, observation_shape: tuple[int, ...],
-              agent_factory: Callable[[], Any], frame_skip: int = 1,
-              loss_fn: Callable[..., Any] | None = None, resume: bool = False,
-              host: int = 0, addresses: Sequence[str] = ()) -> str | None:
+    def start(
+        self,
+        *,
+        config: TrainConfig,
+        observation_shape: tuple[int, ...],
+        agent_factory: Callable[[], Any],
+        frame_skip: int = 1,
+        loss_fn: Callable[..., Any] | None = None,
+        resume: bool = False,
+        host: int = 0,
+        addresses: Sequence[str] = (),
+    ) -> str | None:
         """Builds this host's service (restored, on resume); returns the checkpoint it
         restored from. With several `addresses` it returns once every host has joined."""
         from impala_rep.learner.build import build_learner_service
@@ -84,9 +93,16 @@ class LearnerHost:
             tf.config.threading.set_inter_op_parallelism_threads(1)
         try:
             self._service = build_learner_service(
-                config=config, observation_shape=observation_shape, agent_factory=agent_factory,
-                frame_skip=frame_skip, loss_fn=loss_fn, resume=resume, host=host,
-                addresses=addresses, publish=publish)
+                config=config,
+                observation_shape=observation_shape,
+                agent_factory=agent_factory,
+                frame_skip=frame_skip,
+                loss_fn=loss_fn,
+                resume=resume,
+                host=host,
+                addresses=addresses,
+                publish=publish,
+            )
         except BaseException as error:
             self._start_error = f"{type(error).__name__}: {error}"
             raise

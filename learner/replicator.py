@@ -34,19 +34,38 @@ from __future__ import annotations
 import contextlib
 import numbers
 import warnings
-from typing import Any, Callable, Iterable, NamedTuple, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple
 
 import tensorflow as tf
 
 from impala_rep.devices import DeviceSpec, parse_devices
-from impala_rep.learner.collectives import (CrossReplicaBatchNorm, all_gather, all_reduce,
-                                             all_reduce_gradients, broadcast, num_replicas,
-                                             replica_id)
+from impala_rep.learner.collectives import (
+    CrossReplicaBatchNorm,
+    all_gather,
+    all_reduce,
+    all_reduce_gradients,
+    broadcast,
+    num_replicas,
+    replica_id,
+)
 from impala_rep.learner.host_batch import HostFeed, TracedCalls, feed, packable
 from impala_rep.learner.strategies import make_strategy
 
-__all__ = ["DeviceSpec", "Replicator", "StagedInputs", "CrossReplicaBatchNorm", "parse_devices", "all_reduce",
-           "all_gather", "broadcast", "replica_id", "num_replicas", "all_reduce_gradients"]
+__all__ = [
+    "DeviceSpec",
+    "Replicator",
+    "StagedInputs",
+    "CrossReplicaBatchNorm",
+    "parse_devices",
+    "all_reduce",
+    "all_gather",
+    "broadcast",
+    "replica_id",
+    "num_replicas",
+    "all_reduce_gradients",
+]
+
 
 class StagedInputs(NamedTuple):
     """A host batch checked and converted ahead of its step by `Replicator.stage`."""
@@ -73,13 +92,20 @@ class Replicator:
         (docs/notebook.md, "Where the CPU goes").
     """
 
-    def __init__(self, devices: str = "auto", *, strategy: tf.distribute.Strategy | None = None,
-                 jit_compile: bool = False):
+    def __init__(
+        self,
+        devices: str = "auto",
+        *,
+        strategy: tf.distribute.Strategy | None = None,
+        jit_compile: bool = False,
+    ):
         self._strategy = strategy if strategy is not None else make_strategy(devices)
         self._devices = devices if strategy is None else type(strategy).__name__
         if jit_compile and self.num_replicas > 1:  # across hosts too: untested there
-            raise ValueError(f"jit_compile needs one replica, got {self.num_replicas} "
-                             f"from devices {self._devices!r}; use one device or no XLA")
+            raise ValueError(
+                f"jit_compile needs one replica, got {self.num_replicas} "
+                f"from devices {self._devices!r}; use one device or no XLA"
+            )
         self._jit_compile = bool(jit_compile)
         # One compiled function per step_fn (a concrete function per input layout):
         # tracing once and reusing the graph is what makes a replicated step cheap.
@@ -152,13 +178,21 @@ class Replicator:
         if not isinstance(inputs, StagedInputs):
             return StagedInputs(feed(inputs, self._checked(inputs, batch_axis, caller)), batch_axis)
         if inputs.batch_axis != batch_axis:
-            raise ValueError(f"inputs staged with batch_axis={inputs.batch_axis} given with "
-                             f"batch_axis={batch_axis}")
+            raise ValueError(
+                f"inputs staged with batch_axis={inputs.batch_axis} given with "
+                f"batch_axis={batch_axis}"
+            )
         return inputs
 
-    def repeat(self, step_fn: Callable[[Any], Any], inputs: Any, *, times: int,
-               batch_axis: int = 0,
-               until: Callable[[Any], Any] | None = None) -> tuple[list[Any], int]:
+    def repeat(
+        self,
+        step_fn: Callable[[Any], Any],
+        inputs: Any,
+        *,
+        times: int,
+        batch_axis: int = 0,
+        until: Callable[[Any], Any] | None = None,
+    ) -> tuple[list[Any], int]:
         """Up to `times` steps on the same inputs in ONE call of one traced graph: for
         several steps on one batch (sample reuse), with no host round trip between them.
 
@@ -212,8 +246,9 @@ class Replicator:
         strategy, shards = self._strategy, self.num_local_replicas
 
         def replicated(inputs, batch_axis):
-            return _replicated_step(strategy, shards, step_fn,
-                                    _distributed(strategy, shards, inputs, batch_axis))()
+            return _replicated_step(
+                strategy, shards, step_fn, _distributed(strategy, shards, inputs, batch_axis)
+            )()
 
         return TracedCalls(replicated, jit_compile=self._jit_compile)
 
@@ -227,8 +262,10 @@ class Replicator:
             per_replica = _distributed(strategy, shards, inputs, batch_axis)  # split once
             step = _replicated_step(strategy, shards, step_fn, per_replica)
             outputs = step.get_concrete_function().structured_outputs
-            if not all(isinstance(t, tf.Tensor) and t.shape.is_fully_defined()
-                       for t in tf.nest.flatten(outputs)):
+            if not all(
+                isinstance(t, tf.Tensor) and t.shape.is_fully_defined()
+                for t in tf.nest.flatten(outputs)
+            ):
                 # No zeros to start the loop from (a shape known only when it runs, a sparse
                 # or missing result): the first step goes before it, a second copy in the graph.
                 first = step()
@@ -245,10 +282,11 @@ class Replicator:
         if not results:
             raise ValueError("Replicator.reduce needs at least one result")
         reducer = tf.add_n if op == "sum" else (lambda xs: tf.add_n(xs) / len(xs))
-        return tf.nest.map_structure(lambda *xs: reducer([tf.convert_to_tensor(x) for x in xs]),
-                                     *results)
+        return tf.nest.map_structure(
+            lambda *xs: reducer([tf.convert_to_tensor(x) for x in xs]), *results
+        )
 
-    def wrap_optimizer(self, optimizer: Any) -> "ReplicatedOptimizer":
+    def wrap_optimizer(self, optimizer: Any) -> ReplicatedOptimizer:
         """Returns `optimizer` wrapped so that `apply_gradients` all-reduces first.
 
         Create (or `build`) the optimizer inside `scope()`.
@@ -256,8 +294,9 @@ class Replicator:
         return ReplicatedOptimizer(optimizer)
 
 
-def _replicated_step(strategy: tf.distribute.Strategy, shards: int, step_fn: Callable,
-                     per_replica: Any) -> Callable[[], list[Any]]:
+def _replicated_step(
+    strategy: tf.distribute.Strategy, shards: int, step_fn: Callable, per_replica: Any
+) -> Callable[[], list[Any]]:
     """Inside a traced function: `step_fn` on every local replica of `per_replica`, as a
     nested `tf.function`: traced once however often it is called, and AutoGraph converts
     `step_fn` as `tf.function` would (and this small closure with it).
@@ -272,8 +311,14 @@ def _replicated_step(strategy: tf.distribute.Strategy, shards: int, step_fn: Cal
     return tf.function(step)
 
 
-def _repeat_loop(step: Callable, stop: Callable, times: tf.Tensor, done: tf.Tensor,
-                 results: Any, stopped: tf.Tensor) -> tuple[Any, tf.Tensor]:
+def _repeat_loop(
+    step: Callable,
+    stop: Callable,
+    times: tf.Tensor,
+    done: tf.Tensor,
+    results: Any,
+    stopped: tf.Tensor,
+) -> tuple[Any, tf.Tensor]:
     """`step()` until `times` steps are done or `stop(results[0])`, continuing from `done`
     steps whose last `results` (and whether they stopped) are given; returns the last
     results and the steps run. The loop holds one copy of the step, which XLA compiles once."""
@@ -284,7 +329,9 @@ def _repeat_loop(step: Callable, stop: Callable, times: tf.Tensor, done: tf.Tens
 
     done, _, results = tf.while_loop(
         lambda done, stopped, results: tf.logical_and(done < times, tf.logical_not(stopped)),
-        body, (done, stopped, results))
+        body,
+        (done, stopped, results),
+    )
     return results, done
 
 
@@ -361,11 +408,17 @@ class ReplicatedOptimizer:
 def _warn_if_made_outside_scope(optimizer: Any, replicas: int) -> None:
     """Warns (once per trace) of optimizer variables every replica updates (not mirrored)."""
     extended = tf.distribute.get_strategy().extended
-    outside = [v.name for v in getattr(optimizer, "variables", ())
-               if not extended.variable_created_in_scope(getattr(v, "value", v))]
+    outside = [
+        v.name
+        for v in getattr(optimizer, "variables", ())
+        if not extended.variable_created_in_scope(getattr(v, "value", v))
+    ]
     if outside:
-        warnings.warn(f"{len(outside)} optimizer variable(s), first {outside[0]!r}, were created "
-                      f"outside Replicator.scope(), so each of the {replicas} replicas updates them: "
-                      "the step counter (and a learning-rate schedule) and slots such as momentum "
-                      f"advance {replicas} times per step; create and build the optimizer inside scope()",
-                      RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"{len(outside)} optimizer variable(s), first {outside[0]!r}, were created "
+            f"outside Replicator.scope(), so each of the {replicas} replicas updates them: "
+            "the step counter (and a learning-rate schedule) and slots such as momentum "
+            f"advance {replicas} times per step; create and build the optimizer inside scope()",
+            RuntimeWarning,
+            stacklevel=3,
+        )

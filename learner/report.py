@@ -8,7 +8,7 @@ it. Counters are in agent steps (the monitor multiplies by the env's frame skip)
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 __all__ = ["LearnerReport"]
 
@@ -31,14 +31,14 @@ class LearnerReport:
     learner_busy_s: float
     new_episode_returns: tuple[float, ...]  # finished since the previous report
     episodes: int
-    episode_return_mean: float | None       # over the last `window` episodes
-    window_episodes: int                    # how many episodes that mean is over
+    episode_return_mean: float | None  # over the last `window` episodes
+    window_episodes: int  # how many episodes that mean is over
     metrics: dict[str, float]
     policy_lag_mean: float | None
     policy_lag_max: float | None
     done: bool
-    error: str | None = None                # a traceback, if training failed
-    non_finite: str | None = None           # why training stopped on a non-finite loss
+    error: str | None = None  # a traceback, if training failed
+    non_finite: str | None = None  # why training stopped on a non-finite loss
     last_checkpoint: tuple[str, int] | None = None  # (path, learner step)
     # Seconds since each actor (by slot) last sent an unroll; 0 while it waits on a
     # full queue. Slots that have not sent since this learner started are absent.
@@ -60,8 +60,18 @@ class LearnerReport:
             return reports[0]
         chief = reports[0]
         window = sum(r.window_episodes for r in reports if r.episode_return_mean is not None)
-        return_mean = (sum(r.episode_return_mean * r.window_episodes for r in reports
-                           if r.episode_return_mean is not None) / window) if window else None
+        return_mean = (
+            (
+                sum(
+                    r.episode_return_mean * r.window_episodes
+                    for r in reports
+                    if r.episode_return_mean is not None
+                )
+                / window
+            )
+            if window
+            else None
+        )
         lags = [r for r in reports if r.policy_lag_mean is not None]
 
         def first(name):
@@ -86,6 +96,7 @@ class LearnerReport:
             non_finite=first("non_finite"),
             last_checkpoint=chief.last_checkpoint,
             # Each actor feeds one host: its silence is that host's.
-            actor_silence_s={slot: silence for r in reports
-                             for slot, silence in r.actor_silence_s.items()},
+            actor_silence_s={
+                slot: silence for r in reports for slot, silence in r.actor_silence_s.items()
+            },
         )

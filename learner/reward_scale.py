@@ -17,7 +17,7 @@ moves slowly). Ray-free and TensorFlow-free.
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 from gymnasium.wrappers.utils import RunningMeanStd, update_mean_var_count_from_moments
@@ -39,7 +39,8 @@ class RewardScale:
         self._moments = RunningMeanStd(shape=())
 
     def update(self, stats: Iterable[EpisodeStats | None]) -> None:
-        """Merges every `stats.return_moments` given (None, or stats without moments, add nothing)."""
+        """Merges every `stats.return_moments` given (None, or stats without moments, add
+        nothing)."""
         self.update_moments(self.combine(stats))
 
     def update_moments(self, moments) -> None:
@@ -58,7 +59,8 @@ class RewardScale:
                 part_count, part_mean, part_variance = s.return_moments
                 # The same parallel merge RunningMeanStd makes, from nothing.
                 mean, variance, count = update_mean_var_count_from_moments(
-                    mean, variance, count, part_mean, part_variance, part_count)
+                    mean, variance, count, part_mean, part_variance, part_count
+                )
         return (float(count), float(mean), float(variance))
 
     @property

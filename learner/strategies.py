@@ -35,11 +35,14 @@ def _logical_cpus(count: int) -> list[str]:
 def _gpus(spec: str, count: int | None) -> list[str]:
     devices = [d.name for d in tf.config.list_logical_devices("GPU")]
     if not devices:
-        raise ValueError(f"device spec {spec!r}: no GPU is visible to TensorFlow; use 'cpu' or 'cpu:N'")
+        raise ValueError(
+            f"device spec {spec!r}: no GPU is visible to TensorFlow; use 'cpu' or 'cpu:N'"
+        )
     if count is not None:
         if count > len(devices):
             raise ValueError(
-                f"device spec {spec!r}: only {len(devices)} GPU(s) visible; allowed N is 1..{len(devices)}"
+                f"device spec {spec!r}: only {len(devices)} GPU(s) visible; "
+                f"allowed N is 1..{len(devices)}"
             )
         devices = devices[:count]
     return devices
@@ -53,8 +56,9 @@ def _tpu_strategy(spec: str, resolver_args: dict[str, str]) -> tf.distribute.Str
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
     except (ValueError, RuntimeError, tf.errors.OpError) as err:
-        raise ValueError(f"device spec {spec!r}: no TPU could be reached at "
-                         f"{resolver_args['tpu']!r} ({err})") from err
+        raise ValueError(
+            f"device spec {spec!r}: no TPU could be reached at {resolver_args['tpu']!r} ({err})"
+        ) from err
     return tf.distribute.TPUStrategy(resolver)
 
 

@@ -111,8 +111,9 @@ class UnrollQueue:
     def counts(self) -> QueueCounts:
         """All counters read under one lock, so the accounting invariant holds in them."""
         with self._cond:
-            return QueueCounts(self._frames_put, self._frames_got, self._frames_queued,
-                               len(self._blocks))
+            return QueueCounts(
+                self._frames_put, self._frames_got, self._frames_queued, len(self._blocks)
+            )
 
     @property
     def closed(self) -> bool:
@@ -121,8 +122,9 @@ class UnrollQueue:
 
     # --- operations --------------------------------------------------------------
 
-    def put(self, unroll: Unroll, stats: EpisodeStats | None = None,
-            timeout: float | None = None) -> None:
+    def put(
+        self, unroll: Unroll, stats: EpisodeStats | None = None, timeout: float | None = None
+    ) -> None:
         """Appends one unroll block, blocking while `capacity` blocks are queued.
 
         Args:
@@ -149,8 +151,9 @@ class UnrollQueue:
                 )
             while not self._closed and len(self._blocks) >= self._capacity:
                 if not self._wait(deadline):
-                    raise queue.Full(f"UnrollQueue stayed full ({self._capacity} unrolls) "
-                                     f"for {timeout} s")
+                    raise queue.Full(
+                        f"UnrollQueue stayed full ({self._capacity} unrolls) for {timeout} s"
+                    )
             if self._closed:
                 raise QueueClosed("put on a closed UnrollQueue")
             self._blocks.append(_Block(unroll, [] if stats is None else [stats]))
@@ -159,8 +162,9 @@ class UnrollQueue:
             self._frames_queued += frames
             self._cond.notify_all()
 
-    def get_batch(self, batch_size: int,
-                  timeout: float | None = None) -> tuple[Unroll, list[EpisodeStats]]:
+    def get_batch(
+        self, batch_size: int, timeout: float | None = None
+    ) -> tuple[Unroll, list[EpisodeStats]]:
         """Removes and returns exactly `batch_size` columns, oldest first.
 
         Blocks are concatenated along the batch axis; when only part of the head
@@ -223,8 +227,9 @@ class UnrollQueue:
     def _queued_columns(self) -> int:
         return sum(block.unroll.num_columns for block in self._blocks)
 
-    def _collect(self, batch_size: int, deadline: float | None,
-                 timeout: float | None) -> tuple[Unroll, list[EpisodeStats]]:
+    def _collect(
+        self, batch_size: int, deadline: float | None, timeout: float | None
+    ) -> tuple[Unroll, list[EpisodeStats]]:
         taken: list[_Block] = []
         have = 0
         while have < batch_size:

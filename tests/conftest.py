@@ -1,8 +1,16 @@
-"""Shared fixtures. One embedded Ray serves every test that asks for it (Ray costs seconds to
-start); `train` joins it instead of starting its own."""
+"""Shared fixtures and the test tiers.
+
+One embedded Ray serves every test that asks for it (Ray costs seconds to start); `train`
+joins it instead of starting its own.
+
+Tiers: a test that starts Ray or another process is marked `launches` (by hand, or here for
+every test that asks for `local_ray`). `pytest --fast` (`make test-fast`) runs only the
+others, and makes a launch fail the test that tried it, so a missing mark shows at once.
+"""
 
 import os
 import pathlib
+import subprocess
 
 import pytest
 
@@ -12,14 +20,63 @@ TESTS_DIR = pathlib.Path(__file__).parent
 # `pytest --durations` ranks them. `make test` gives each of its two workers whole files in
 # collection order (`--dist loadfile`): handed out first, no long file is left to start last,
 # when the other worker may have nothing more to run; the cheap files fill the gaps.
-HEAVY_FIRST = ("test_shutdown.py", "test_local_launcher.py", "test_reliability.py",
-               "test_console.py", "test_hung_actors.py", "test_examples.py", "test_user_code.py",
-               "test_training.py", "test_bad_input.py", "test_learner_hosts.py")
+HEAVY_FIRST = (
+    "test_shutdown.py",
+    "test_local_launcher.py",
+    "test_reliability.py",
+    "test_console.py",
+    "test_hung_actors.py",
+    "test_examples.py",
+    "test_user_code.py",
+    "test_training.py",
+    "test_bad_input.py",
+    "test_learner_hosts.py",
+)
 
 
-def pytest_collection_modifyitems(items):
+def pytest_addoption(parser):
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        help="the fast tier: no test that starts Ray or a process (those marked `launches`)",
+    )
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "launches: starts Ray or another process (not in --fast)")
+
+
+def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(HEAVY_FIRST)))  # stable
+    for item in items:
+        if "local_ray" in item.fixturenames:
+            item.add_marker(pytest.mark.launches)
+    if config.getoption("--fast"):
+        kept = [item for item in items if item.get_closest_marker("launches") is None]
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
+        # For the whole session, not per test: module-scoped fixtures (a worker process
+        # shared by a module's tests) start before any per-test fixture. Here, after
+        # collection: pytest-xdist's controller never collects, its workers do.
+        subprocess.Popen.__init__ = _refuse_launch
+
+
+class LaunchInFastTier(AssertionError):
+    pass
+
+
+_running = ["collection"]  # the test being set up, run or torn down
+
+
+def _refuse_launch(*args, **kwargs):
+    raise LaunchInFastTier(f"{_running[0]} starts a process: mark it @pytest.mark.launches")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _running[0] = item.nodeid
+    return (yield)
 
 
 @pytest.fixture(scope="session")
@@ -27,8 +84,12 @@ def local_ray():
     ray = pytest.importorskip("ray")
     # tests/ on the workers' path: test-only modules (e.g. crashing_env) import there too.
     path = os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p)
-    ray.init(num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1",
-             runtime_env={"env_vars": {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": path}})
+    ray.init(
+        num_cpus=4,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        runtime_env={"env_vars": {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": path}},
+    )
     yield ray
     ray.shutdown()
 

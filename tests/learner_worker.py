@@ -39,7 +39,9 @@ class OffsetAgent:
         self._mlp.build(observation_shape)
 
     def step(self, inputs, state):
-        return self._mlp.step(inputs._replace(observation=inputs.observation + state["offset"]), state)
+        return self._mlp.step(
+            inputs._replace(observation=inputs.observation + state["offset"]), state
+        )
 
     def unroll(self, inputs, state):
         shifted = inputs.observation + state["offset"][None]
@@ -61,8 +63,14 @@ CASES = ("rmsprop", "adam", "sgd", "normalized")
 
 def make_batch(seed=0):
     """A random batch whose recurrent state exercises the state splitting."""
-    return random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=seed,
-                         initial_state=lambda rng: {"offset": rng.normal(size=(B, OBS)).astype(np.float32)})
+    return random_unroll(
+        T=T,
+        B=B,
+        obs_size=OBS,
+        num_actions=A,
+        seed=seed,
+        initial_state=lambda rng: {"offset": rng.normal(size=(B, OBS)).astype(np.float32)},
+    )
 
 
 def run_case(replicator, optimizer):
@@ -70,9 +78,10 @@ def run_case(replicator, optimizer):
 
     optimizer "rmsprop": the default RMSProp with a large learning rate and a
     max_grad_norm below the gradient's norm, so the weights move visibly and
-    clipping acts on every step; "adam": Adam, the same way. "sgd": plain SGD without clipping, whose update
-    is proportional to the gradient, so its scale shows in the weights. "normalized": RMSProp
-    as above with the advantages standardised over the batch (a cross-replica mean and variance).
+    clipping acts on every step; "adam": Adam, the same way. "sgd": plain SGD
+    without clipping, whose update is proportional to the gradient, so its scale
+    shows in the weights. "normalized": RMSProp as above with the advantages
+    standardised over the batch (a cross-replica mean and variance).
     """
     import tensorflow as tf
 
@@ -81,8 +90,11 @@ def run_case(replicator, optimizer):
 
     loss = LossConfig(normalize_advantages=optimizer == "normalized")
     if optimizer in ("rmsprop", "adam", "normalized"):
-        settings = OptimizerConfig(optimizer="adam" if optimizer == "adam" else "rmsprop",
-                                   learning_rate=0.05, max_grad_norm=1.0)
+        settings = OptimizerConfig(
+            optimizer="adam" if optimizer == "adam" else "rmsprop",
+            learning_rate=0.05,
+            max_grad_norm=1.0,
+        )
         make_optimizer = None
     else:
         settings = OptimizerConfig(max_grad_norm=None)
@@ -98,8 +110,9 @@ def run_case(replicator, optimizer):
         loss_grad_norms=True,  # each part's gradient norm, compared across replica counts too
     )
     rng = np.random.default_rng(1)
-    initial = [rng.normal(scale=0.5, size=w.shape).astype(np.float32)
-               for w in learner.agent.get_weights()]
+    initial = [
+        rng.normal(scale=0.5, size=w.shape).astype(np.float32) for w in learner.agent.get_weights()
+    ]
     learner.agent.set_weights(initial)
     batches = [make_batch(seed) for seed in range(STEPS)]
     metrics = [learner.step(batch) for batch in batches]

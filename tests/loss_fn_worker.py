@@ -39,8 +39,10 @@ def _make_rnd_agent(*, observation_shape, num_actions):
     # MountainCar's declared bounds: random observations become large, so the weights
     # start smaller.
     normalization = bounds_normalization((-1.2, -0.07), (0.6, 0.07))
-    return RNDAgent(MLPAgent(num_actions=num_actions, observation_normalization=normalization),
-                    observation_normalization=normalization)
+    return RNDAgent(
+        MLPAgent(num_actions=num_actions, observation_normalization=normalization),
+        observation_normalization=normalization,
+    )
 
 
 def _rnd():
@@ -53,8 +55,13 @@ def _rnd():
 def _rnd_step_costs():
     from impala_rep.rnd import rnd_loss_fn
 
-    return (_make_rnd_agent, functools.partial(rnd_loss_fn, rnd_cost=0.5, step_costs_only=True),
-            (2,), 3, 0.05)
+    return (
+        _make_rnd_agent,
+        functools.partial(rnd_loss_fn, rnd_cost=0.5, step_costs_only=True),
+        (2,),
+        3,
+        0.05,
+    )
 
 
 def _step_costs(batch, seed):
@@ -81,8 +88,12 @@ def _popart():
     return _make_popart_agent, functools.partial(popart_loss_fn, step_size=0.1), (4,), 2, 0.5
 
 
-CASES = {"custom_agent": _custom_agent, "rnd": _rnd, "rnd_step_costs": _rnd_step_costs,
-         "popart": _popart}
+CASES = {
+    "custom_agent": _custom_agent,
+    "rnd": _rnd,
+    "rnd_step_costs": _rnd_step_costs,
+    "popart": _popart,
+}
 BATCHES = {"rnd_step_costs": _step_costs}  # the rest train on random unrolls as they are
 
 
@@ -93,22 +104,37 @@ def run_case(replicator, case="custom_agent"):
     from impala_rep import Learner, OptimizerConfig
 
     make_agent, loss_fn, observation_shape, num_actions, weight_scale = CASES[case]()
-    learner = Learner(agent=make_agent(observation_shape=observation_shape, num_actions=num_actions),
-                      replicator=replicator, observation_shape=observation_shape, total_steps=10,
-                      optimizer=OptimizerConfig(max_grad_norm=None),
-                      make_optimizer=lambda: tf.keras.optimizers.SGD(0.02), loss_fn=loss_fn)
+    learner = Learner(
+        agent=make_agent(observation_shape=observation_shape, num_actions=num_actions),
+        replicator=replicator,
+        observation_shape=observation_shape,
+        total_steps=10,
+        optimizer=OptimizerConfig(max_grad_norm=None),
+        make_optimizer=lambda: tf.keras.optimizers.SGD(0.02),
+        loss_fn=loss_fn,
+    )
     rng = np.random.default_rng(1)
     # Every trainable variable, the ones the learner does not publish (RND's predictor) too:
     # Keras' own initial values differ between processes.
     trainable = len(learner.agent.trainable_variables)
-    initial = [rng.normal(scale=weight_scale, size=v.shape).astype(np.float32)
-               for v in learner.agent.trainable_variables]
+    initial = [
+        rng.normal(scale=weight_scale, size=v.shape).astype(np.float32)
+        for v in learner.agent.trainable_variables
+    ]
     for variable, value in zip(learner.agent.trainable_variables, initial):
         variable.assign(value)
     batch_of = BATCHES.get(case, lambda batch, seed: batch)
-    metrics = [learner.step(batch_of(random_unroll(T=T, B=B, obs_size=observation_shape[0],
-                                                   num_actions=num_actions, seed=seed), seed))
-               for seed in range(STEPS)]
+    metrics = [
+        learner.step(
+            batch_of(
+                random_unroll(
+                    T=T, B=B, obs_size=observation_shape[0], num_actions=num_actions, seed=seed
+                ),
+                seed,
+            )
+        )
+        for seed in range(STEPS)
+    ]
     return {
         "num_replicas": replicator.num_replicas,
         "initial": [w.tolist() for w in initial],
@@ -116,7 +142,9 @@ def run_case(replicator, case="custom_agent"):
         # moving mean and variance)
         "weights": [w.tolist() for w in learner.get_weights()[1]],
         # what stays in the learner (RND's predictor): trained, checkpointed, not published
-        "unpublished": [v.numpy().tolist() for v in getattr(learner.agent, "predictor_variables", ())],
+        "unpublished": [
+            v.numpy().tolist() for v in getattr(learner.agent, "predictor_variables", ())
+        ],
         "num_trainable": trainable,
         "metrics": metrics,
     }

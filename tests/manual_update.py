@@ -15,16 +15,27 @@ def manual_impala_loss(agent, batch, config) -> tf.Tensor:
     discounts = config.discount * (1.0 - (batch.terminated | batch.truncated)).astype(np.float32)
     rewards = batch.rewards if config.reward_clipping == "none" else np.clip(batch.rewards, -1, 1)
     cut = batch.truncated & ~batch.terminated
-    rewards = rewards + np.where(cut, config.discount * batch.truncation_values, 0).astype(np.float32)
-    out, _ = agent.unroll(AgentInputs(batch.observations, batch.prev_actions, batch.prev_rewards,
-                                      batch.first), ())
+    rewards = rewards + np.where(cut, config.discount * batch.truncation_values, 0).astype(
+        np.float32
+    )
+    out, _ = agent.unroll(
+        AgentInputs(batch.observations, batch.prev_actions, batch.prev_rewards, batch.first), ()
+    )
     loss, _, _ = impala_loss(
-        target_logits=out.policy_logits[:-1], behaviour_logits=batch.behaviour_logits,
-        actions=batch.actions, values=out.baseline[:-1], bootstrap_value=out.baseline[-1],
-        rewards=rewards, discounts=discounts,
-        baseline_cost=config.baseline_cost, entropy_cost=config.entropy_cost,
+        target_logits=out.policy_logits[:-1],
+        behaviour_logits=batch.behaviour_logits,
+        actions=batch.actions,
+        values=out.baseline[:-1],
+        bootstrap_value=out.baseline[-1],
+        rewards=rewards,
+        discounts=discounts,
+        baseline_cost=config.baseline_cost,
+        entropy_cost=config.entropy_cost,
         clip_rho_threshold=config.clip_rho_threshold,
-        clip_pg_rho_threshold=config.clip_pg_rho_threshold, lambda_=config.lambda_,
-        surrogate_clip=config.surrogate_clip, kl_cost=config.kl_cost or 0.0,
-        normalize_advantages=config.normalize_advantages)
+        clip_pg_rho_threshold=config.clip_pg_rho_threshold,
+        lambda_=config.lambda_,
+        surrogate_clip=config.surrogate_clip,
+        kl_cost=config.kl_cost or 0.0,
+        normalize_advantages=config.normalize_advantages,
+    )
     return loss

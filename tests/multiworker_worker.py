@@ -14,10 +14,12 @@ import numpy as np
 
 
 def main(task, ports):
-    os.environ["TF_CONFIG"] = json.dumps({
-        "cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
-        "task": {"type": "worker", "index": task},
-    })
+    os.environ["TF_CONFIG"] = json.dumps(
+        {
+            "cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
+            "task": {"type": "worker", "index": task},
+        }
+    )
     import tensorflow as tf
 
     from impala_rep import Replicator
@@ -30,10 +32,16 @@ def main(task, ports):
 
     tf.keras.utils.set_random_seed(3)
     with replicator.scope():
-        model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(4, activation="tanh"),
-                                     tf.keras.layers.Dense(1)])
+        model = tf.keras.Sequential(
+            [
+                tf.keras.Input((3,)),
+                tf.keras.layers.Dense(4, activation="tanh"),
+                tf.keras.layers.Dense(1),
+            ]
+        )
         optimizer = replicator.wrap_optimizer(
-            tf.keras.optimizers.RMSprop(learning_rate=0.05, rho=0.99, momentum=0.0, epsilon=0.01))
+            tf.keras.optimizers.RMSprop(learning_rate=0.05, rho=0.99, momentum=0.0, epsilon=0.01)
+        )
         optimizer.build(model.trainable_variables)
 
     def step_fn(batch):
@@ -47,21 +55,34 @@ def main(task, ports):
         # On the raw input shard (no op of the step_fn's own before the collective).
         from impala_rep import all_gather, all_reduce, broadcast
 
-        return {"sum": all_reduce(batch["x"], op="sum"), "max": all_reduce(batch["x"], op="max"),
-                "gathered": all_gather(batch["x"], axis=0), "broadcast": broadcast(batch["x"], source=1)}
+        return {
+            "sum": all_reduce(batch["x"], op="sum"),
+            "max": all_reduce(batch["x"], op="max"),
+            "gathered": all_gather(batch["x"], axis=0),
+            "broadcast": broadcast(batch["x"], source=1),
+        }
 
-    primitives = {k: np.asarray(v).tolist()
-                  for k, v in replicator.run(primitives_fn, {"x": x[half]})[0].items()}
+    primitives = {
+        k: np.asarray(v).tolist()
+        for k, v in replicator.run(primitives_fn, {"x": x[half]})[0].items()
+    }
     initial = [v.numpy().tolist() for v in model.trainable_variables]
     for _ in range(3):
         replicator.run(step_fn, {"x": x[half], "y": y[half]})
-    print("RESULT " + json.dumps({
-        "num_replicas": replicator.num_replicas,
-        "local_replicas": replicator.num_local_replicas,
-        "initial": initial,
-        "weights": [v.numpy().tolist() for v in model.trainable_variables],
-        "x": x.tolist(), "y": y.tolist(), "primitives": primitives,
-    }))
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "num_replicas": replicator.num_replicas,
+                "local_replicas": replicator.num_local_replicas,
+                "initial": initial,
+                "weights": [v.numpy().tolist() for v in model.trainable_variables],
+                "x": x.tolist(),
+                "y": y.tolist(),
+                "primitives": primitives,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

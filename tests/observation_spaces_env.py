@@ -22,9 +22,9 @@ class TextObservation(gymnasium.ObservationWrapper):
 class MixedObservation(gymnasium.Wrapper):
     def __init__(self):
         super().__init__(gymnasium.make("CartPole-v1"))
-        self.observation_space = gymnasium.spaces.Dict({
-            "state": self.env.observation_space,
-            "phase": gymnasium.spaces.MultiDiscrete([2, 3])})
+        self.observation_space = gymnasium.spaces.Dict(
+            {"state": self.env.observation_space, "phase": gymnasium.spaces.MultiDiscrete([2, 3])}
+        )
         self._steps = 0
 
     def _observation(self, state):

@@ -20,5 +20,7 @@ def random_unroll(*, T, B, obs_size, num_actions, seed=0, initial_state=(), poli
         truncation_values=rng.normal(size=(T, B)).astype(np.float32),
         behaviour_logits=rng.normal(size=(T, B, num_actions)).astype(np.float32),
         initial_state=initial_state(rng) if callable(initial_state) else initial_state,
-        policy_version=np.zeros(B, np.int64) if policy_version is None else np.asarray(policy_version),
+        policy_version=np.zeros(B, np.int64)
+        if policy_version is None
+        else np.asarray(policy_version),
     )

@@ -59,11 +59,13 @@ def primitives(replicator, tf):
 
 
 def make_model(tf):
-    return tf.keras.Sequential([
-        tf.keras.Input((3,)),
-        tf.keras.layers.Dense(8, activation="tanh"),
-        tf.keras.layers.Dense(1),
-    ])
+    return tf.keras.Sequential(
+        [
+            tf.keras.Input((3,)),
+            tf.keras.layers.Dense(8, activation="tanh"),
+            tf.keras.layers.Dense(1),
+        ]
+    )
 
 
 def training(replicator, tf, steps=4):
@@ -99,7 +101,10 @@ def training(replicator, tf, steps=4):
         replicator.run(step_fn, {"x": x, "y": y})
     _, repeated = replicator.repeat(step_fn, {"x": x, "y": y}, times=steps - steps // 2)
     replicas = [
-        [np.asarray(part).tolist() for part in replicator.strategy.experimental_local_results(v.value)]
+        [
+            np.asarray(part).tolist()
+            for part in replicator.strategy.experimental_local_results(v.value)
+        ]
         for v in model.trainable_variables
     ]
 
@@ -126,7 +131,9 @@ def training(replicator, tf, steps=4):
 def batch_norm(replicator, tf):
     rng = np.random.default_rng(1)
     # Shards with very different statistics, so per-replica statistics would differ.
-    x = (rng.normal(size=(8, 3)) * np.arange(1, 9)[:, None] + np.arange(8)[:, None]).astype(np.float32)
+    x = (rng.normal(size=(8, 3)) * np.arange(1, 9)[:, None] + np.arange(8)[:, None]).astype(
+        np.float32
+    )
     with replicator.scope():
         layer = rep_lib.CrossReplicaBatchNorm(momentum=0.5)
         layer.build((None, 3))
@@ -178,11 +185,14 @@ def repeat_until(replicator, tf):
 
     inputs = {"x": np.ones((2 * n, 1), np.float32)}  # sums to 2n over the replicas
     # counter after step k is k, so the result is 2n + k: over 2n + 3 from the 4th step on.
-    results, done = replicator.repeat(step_fn, inputs, times=10,
-                                      until=lambda r: r > 2 * n + 3.5)
+    results, done = replicator.repeat(step_fn, inputs, times=10, until=lambda r: r > 2 * n + 3.5)
     never, all_done = replicator.repeat(step_fn, inputs, times=3, until=lambda r: r < 0)
-    return {"done": done, "result": float(results[0]), "all_done": all_done,
-            "counter": float(counter.numpy())}
+    return {
+        "done": done,
+        "result": float(results[0]),
+        "all_done": all_done,
+        "counter": float(counter.numpy()),
+    }
 
 
 def traced_once(replicator, tf):
@@ -224,10 +234,18 @@ def traced_once(replicator, tf):
     column = {"x": np.arange(2 * n, dtype=np.float32)[:, None]}
     masked, masked_done = replicator.repeat(ragged, column, times=3)
     _, once_done = replicator.repeat(ragged, column, times=3, until=lambda r: tf.size(r) >= 0)
-    return {"repeat_traces": repeat_traces, "done": done, "result": float(results[0]),
-            "run_result": float(ran[0]), "masked": _np(masked), "masked_done": masked_done,
-            "once_done": once_done, "one_done": one_done, "first_done": first_done,
-            "converted_done": converted_done}
+    return {
+        "repeat_traces": repeat_traces,
+        "done": done,
+        "result": float(results[0]),
+        "run_result": float(ran[0]),
+        "masked": _np(masked),
+        "masked_done": masked_done,
+        "once_done": once_done,
+        "one_done": one_done,
+        "first_done": first_done,
+        "converted_done": converted_done,
+    }
 
 
 def main(n):

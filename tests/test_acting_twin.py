@@ -23,19 +23,26 @@ def _random_weights(shapes, seed):
     return [rng.normal(size=s).astype(np.float32) for s in shapes]
 
 
-@pytest.mark.parametrize("hidden_sizes, normalization", [
-    ((64, 64), None), ((7,), ((0.5, -1.0, 0.0), (2.0, 0.25, 1.0))), ((), None)])
+@pytest.mark.parametrize(
+    "hidden_sizes, normalization",
+    [((64, 64), None), ((7,), ((0.5, -1.0, 0.0), (2.0, 0.25, 1.0))), ((), None)],
+)
 def test_the_twin_is_the_agents_step(hidden_sizes, normalization):
-    factory = make_agent(observation_shape=[3], num_actions=5, hidden_sizes=hidden_sizes,
-                         observation_normalization=normalization)
+    factory = make_agent(
+        observation_shape=[3],
+        num_actions=5,
+        hidden_sizes=hidden_sizes,
+        observation_normalization=normalization,
+    )
     twin, agent = acting_agent(factory), factory()
     agent.build([3])
     assert twin.num_actions == 5
     assert twin.weight_shapes((3,)) == [w.shape for w in agent.get_weights()]
     weights = _random_weights(twin.weight_shapes((3,)), seed=0)
     observation = np.random.default_rng(1).normal(size=(16, 3)).astype(np.float32)
-    inputs = AgentInputs(observation, np.zeros(16, np.int32), np.zeros(16, np.float32),
-                         np.zeros(16, bool))
+    inputs = AgentInputs(
+        observation, np.zeros(16, np.int32), np.zeros(16, np.float32), np.zeros(16, bool)
+    )
     agent.set_weights(weights)
     expected, _ = agent.step(inputs, ())  # the compiled-path step, on the same weights
     got = twin.host_step(weights, inputs)
@@ -50,12 +57,21 @@ def _default_plan(**keys):
 def test_an_actor_with_the_twin_plays_as_one_with_the_agent():
     plan = _default_plan()  # RND over the MLP, as CartPole's defaults have it
     config = plan.config
-    twin_actor = build_actor(env=config.env, actors=config.actors, agent_factory=plan.agent_factory,
-                             seed=3, return_discount=config.return_discount)
+    twin_actor = build_actor(
+        env=config.env,
+        actors=config.actors,
+        agent_factory=plan.agent_factory,
+        seed=3,
+        return_discount=config.return_discount,
+    )
     agent = plan.agent_factory()
-    agent_actor = Actor(env=make_vector_env("CartPole-v1", num_envs=8, seed=3), agent=agent,
-                        unroll_length=config.actors.unroll_length, seed=3,
-                        return_discount=config.return_discount)
+    agent_actor = Actor(
+        env=make_vector_env("CartPole-v1", num_envs=8, seed=3),
+        agent=agent,
+        unroll_length=config.actors.unroll_length,
+        seed=3,
+        return_discount=config.return_discount,
+    )
     weights = _random_weights([w.shape for w in agent.get_weights()], seed=4)
     for actor in (twin_actor, agent_actor):
         actor.set_weights(weights, version=7)
@@ -72,24 +88,30 @@ def test_an_actor_with_the_twin_plays_as_one_with_the_agent():
 def test_an_actor_with_the_twin_has_no_weights_until_it_is_given_them():
     plan = _default_plan()
     config = plan.config
-    actor = build_actor(env=config.env, actors=config.actors, agent_factory=plan.agent_factory,
-                        seed=0)
+    actor = build_actor(
+        env=config.env, actors=config.actors, agent_factory=plan.agent_factory, seed=0
+    )
     with pytest.raises(RuntimeError, match="no weights to act with yet"):
         actor.unroll()
     with pytest.raises(ValueError, match="expected 8 weight arrays, got 2"):
         actor.set_weights([np.zeros(1)] * 2, version=1)
 
 
-@pytest.mark.parametrize("factory", [
-    make_agent(observation_shape=[10, 10, 4], num_actions=3),             # a CNN
-    make_agent(observation_shape=[84, 84, 4], num_actions=3, use_lstm=True),
-    _default_plan(popart=True).agent_factory,                             # PopArt's head
-    lambda: None,                                                         # a user's
-], ids=["cnn", "lstm", "popart", "users"])
+@pytest.mark.parametrize(
+    "factory",
+    [
+        make_agent(observation_shape=[10, 10, 4], num_actions=3),  # a CNN
+        make_agent(observation_shape=[84, 84, 4], num_actions=3, use_lstm=True),
+        _default_plan(popart=True).agent_factory,  # PopArt's head
+        lambda: None,  # a user's
+    ],
+    ids=["cnn", "lstm", "popart", "users"],
+)
 def test_agents_without_a_twin_are_built(factory):
     assert acting_agent(factory) is None
 
 
+@pytest.mark.launches
 def test_the_default_actor_process_imports_no_tensorflow():
     """As under Ray: the driver pickles the run's plan, a fresh process unpickles it, imports
     the Ray actor's module and builds and runs the actor."""
@@ -111,7 +133,8 @@ unroll, _ = actor.unroll()
 assert unroll.actions.shape == (config.actors.unroll_length, config.actors.envs_per_actor)
 print(sorted(m for m in sys.modules if m.split(".")[0] in ("tensorflow", "keras")))
 """
-    done = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(plan),
-                          capture_output=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code], input=pickle.dumps(plan), capture_output=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout.decode().strip() == "[]"

@@ -44,8 +44,13 @@ class ScriptedEnv(gymnasium.Env):
         self.actions_received.append(int(action))
         self._step += 1
         ended = self._step == self._length
-        return (self._observation(), float(self._step), ended and not self._truncates,
-                ended and self._truncates, {})
+        return (
+            self._observation(),
+            float(self._step),
+            ended and not self._truncates,
+            ended and self._truncates,
+            {},
+        )
 
     def _observation(self):
         return np.array([self._step, self._index], np.float32)
@@ -53,10 +58,14 @@ class ScriptedEnv(gymnasium.Env):
 
 def scripted_vector_env(autoreset_mode: AutoresetMode) -> SyncVectorEnv:
     return SyncVectorEnv(
-        [lambda i=i: ScriptedEnv(index=i, episode_length=EPISODE_LENGTHS[i],
-                                 truncates=TRUNCATES[i])
-         for i in range(len(EPISODE_LENGTHS))],
-        autoreset_mode=autoreset_mode)
+        [
+            lambda i=i: ScriptedEnv(
+                index=i, episode_length=EPISODE_LENGTHS[i], truncates=TRUNCATES[i]
+            )
+            for i in range(len(EPISODE_LENGTHS))
+        ],
+        autoreset_mode=autoreset_mode,
+    )
 
 
 class CountingAgent:
@@ -86,8 +95,12 @@ class CountingAgent:
         other = tf.fill(tf.shape(count), -100.0)
         logits = tf.stack([-100.0 - count, other, -other], axis=1)
         new_state = {"count": count + 1.0, "last_obs": tf.cast(inputs.observation, tf.float32)}
-        baseline = (1000.0 * count + 100.0 * tf.cast(inputs.observation[:, 0], tf.float32)
-                    + 10.0 * tf.cast(inputs.prev_action, tf.float32) + inputs.prev_reward)
+        baseline = (
+            1000.0 * count
+            + 100.0 * tf.cast(inputs.observation[:, 0], tf.float32)
+            + 10.0 * tf.cast(inputs.prev_action, tf.float32)
+            + inputs.prev_reward
+        )
         return AgentOutput(logits, baseline), new_state
 
     def unroll(self, inputs, state):
@@ -124,8 +137,9 @@ def expected_fields(start: int) -> dict:
         truncated=ended & truncates,
         # The value of a cut episode's final observation (episode step L = its length),
         # fed as the next call would be: state count L, after ACTION and reward L.
-        truncation_values=np.where(ended & truncates, 1000 * lengths + 100 * lengths
-                                   + 10 * ACTION + lengths, 0).astype(np.float32),
+        truncation_values=np.where(
+            ended & truncates, 1000 * lengths + 100 * lengths + 10 * ACTION + lengths, 0
+        ).astype(np.float32),
     )
 
 
@@ -136,8 +150,9 @@ def assert_unroll_matches(unroll, expected):
         np.testing.assert_array_equal(actual, value, err_msg=name)
 
 
-@pytest.mark.parametrize("autoreset_mode", [AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP,
-                                            AutoresetMode.DISABLED])
+@pytest.mark.parametrize(
+    "autoreset_mode", [AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP, AutoresetMode.DISABLED]
+)
 def test_two_consecutive_unrolls_exactly(autoreset_mode):
     env = scripted_vector_env(autoreset_mode)
     agent = CountingAgent()
@@ -155,8 +170,14 @@ def test_two_consecutive_unrolls_exactly(autoreset_mode):
         assert_unroll_matches(unroll, expected_fields(start))
         # The fed count is the episode step: the state was reset at every first observation.
         episode_step = unroll.observations[:-1, :, 0]
-        expected_logits = np.stack([-100.0 - episode_step, np.full_like(episode_step, -100.0),
-                                    np.full_like(episode_step, 100.0)], axis=-1)
+        expected_logits = np.stack(
+            [
+                -100.0 - episode_step,
+                np.full_like(episode_step, -100.0),
+                np.full_like(episode_step, 100.0),
+            ],
+            axis=-1,
+        )
         assert unroll.behaviour_logits.dtype == np.float32
         np.testing.assert_array_equal(unroll.behaviour_logits, expected_logits)
 
@@ -172,20 +193,23 @@ def test_two_consecutive_unrolls_exactly(autoreset_mode):
     # but its value does: count 5, episode step 5, prev action 2, prev reward 5.
     np.testing.assert_array_equal(second_unroll.observations[1, 2], [0, 2])
     np.testing.assert_array_equal(second_unroll.truncation_values[:, 2], [5525, 0, 0, 0])
-    assert not first_unroll.truncation_values.any() and not second_unroll.truncation_values[:, :2].any()
+    assert (
+        not first_unroll.truncation_values.any()
+        and not second_unroll.truncation_values[:, :2].any()
+    )
 
     # Consecutive unrolls overlap by one observation.
     for name in ("observations", "prev_actions", "prev_rewards", "first"):
-        np.testing.assert_array_equal(getattr(second_unroll, name)[0],
-                                      getattr(first_unroll, name)[-1], err_msg=name)
+        np.testing.assert_array_equal(
+            getattr(second_unroll, name)[0], getattr(first_unroll, name)[-1], err_msg=name
+        )
 
     # initial_state: the state fed at obs[0]. At step 4 env 0 starts an episode
     # (state reset), env 1 is at episode step 1 and env 2 at step 4.
     np.testing.assert_array_equal(first_unroll.initial_state["count"], [0, 0, 0])
     np.testing.assert_array_equal(first_unroll.initial_state["last_obs"], np.zeros([3, 2]))
     np.testing.assert_array_equal(second_unroll.initial_state["count"], [0, 1, 4])
-    np.testing.assert_array_equal(second_unroll.initial_state["last_obs"],
-                                  [[0, 0], [0, 1], [3, 2]])
+    np.testing.assert_array_equal(second_unroll.initial_state["last_obs"], [[0, 0], [0, 1], [3, 2]])
 
     np.testing.assert_array_equal(first_unroll.policy_version, [0, 0, 0])
     np.testing.assert_array_equal(second_unroll.policy_version, [7, 7, 7])
@@ -228,8 +252,11 @@ def test_mlp_agent_with_bias_only_weights():
     agent = MLPAgent(num_actions=NUM_ACTIONS, hidden_sizes=(8,))
     actor = Actor(env=env, agent=agent, unroll_length=T, seed=1)
     weights = [np.zeros_like(w) for w in agent.get_weights()]
-    bias_index = [i for i, v in enumerate(agent.trainable_variables)
-                  if "policy_logits" in v.path and "bias" in v.path]
+    bias_index = [
+        i
+        for i, v in enumerate(agent.trainable_variables)
+        if "policy_logits" in v.path and "bias" in v.path
+    ]
     assert len(bias_index) == 1
     weights[bias_index[0]] = np.array([0.0, 0.0, 30.0], np.float32)
     actor.set_weights(weights, version=3)
@@ -237,8 +264,9 @@ def test_mlp_agent_with_bias_only_weights():
     unroll, _ = actor.unroll()
 
     assert_unroll_matches(unroll, expected_fields(0))
-    np.testing.assert_array_equal(unroll.behaviour_logits,
-                                  np.broadcast_to([0.0, 0.0, 30.0], (T, 3, NUM_ACTIONS)))
+    np.testing.assert_array_equal(
+        unroll.behaviour_logits, np.broadcast_to([0.0, 0.0, 30.0], (T, 3, NUM_ACTIONS))
+    )
     assert unroll.initial_state == ()
     np.testing.assert_array_equal(unroll.policy_version, [3, 3, 3])
     env.close()
@@ -285,8 +313,9 @@ def test_cartpole_unrolls():
     assert np.all(np.abs(unroll.observations[1:][ended]) <= 0.05)
     # Within episodes every transition is real physics: x advances by tau * x_dot.
     x, x_dot = unroll.observations[..., 0], unroll.observations[..., 1]
-    np.testing.assert_allclose(x[1:][~ended], (x[:-1] + 0.02 * x_dot[:-1])[~ended],
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        x[1:][~ended], (x[:-1] + 0.02 * x_dot[:-1])[~ended], rtol=1e-5, atol=1e-6
+    )
     # CartPole pays 1 per step, so every finished episode's return is its length.
     assert len(stats.returns) == ended.sum()
     np.testing.assert_array_equal(stats.returns, stats.lengths)
@@ -320,8 +349,15 @@ def test_time_limit_cuts_on_cartpole_carry_the_value_of_the_final_observation():
         reference.state = unroll.observations[t, b].astype(np.float64)
         final, *_ = reference.step(int(unroll.actions[t, b]))
         assert not np.allclose(final, unroll.observations[t + 1, b])
-        output, _ = agent.step(AgentInputs(tf.constant([final], tf.float32), tf.constant([0]),
-                                           tf.constant([0.0]), tf.constant([False])), ())
+        output, _ = agent.step(
+            AgentInputs(
+                tf.constant([final], tf.float32),
+                tf.constant([0]),
+                tf.constant([0.0]),
+                tf.constant([False]),
+            ),
+            (),
+        )
         assert unroll.truncation_values[t, b] == pytest.approx(float(output.baseline[0]), abs=1e-5)
     env.close()
 
@@ -332,15 +368,20 @@ def test_return_moments_follow_each_envs_discounted_return_across_unrolls(autore
     G = r + discount * G over its T x E steps, G carried across unrolls and reset after
     every episode's last step (SB3's VecNormalize), checked against a step-by-step loop."""
     discount = 0.9
-    actor = Actor(env=scripted_vector_env(autoreset_mode), agent=CountingAgent(), unroll_length=T,
-                  seed=0, return_discount=discount)
+    actor = Actor(
+        env=scripted_vector_env(autoreset_mode),
+        agent=CountingAgent(),
+        unroll_length=T,
+        seed=0,
+        return_discount=discount,
+    )
     # The scripted env: env i's step s of an episode pays s, episodes last EPISODE_LENGTHS[i].
     running = np.zeros(len(EPISODE_LENGTHS))
     steps = np.zeros(len(EPISODE_LENGTHS), int)
     for _ in range(3):
         unroll, stats = actor.unroll()
         expected = []
-        for t in range(T):
+        for _t in range(T):
             steps += 1
             running = discount * running + steps
             expected.append(running.copy())
@@ -353,6 +394,10 @@ def test_return_moments_follow_each_envs_discounted_return_across_unrolls(autore
 
 
 def test_no_return_moments_without_a_discount():
-    actor = Actor(env=scripted_vector_env(AutoresetMode.SAME_STEP), agent=CountingAgent(),
-                  unroll_length=T, seed=0)
+    actor = Actor(
+        env=scripted_vector_env(AutoresetMode.SAME_STEP),
+        agent=CountingAgent(),
+        unroll_length=T,
+        seed=0,
+    )
     assert actor.unroll()[1].return_moments is None

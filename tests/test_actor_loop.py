@@ -27,8 +27,9 @@ class RecordingActor:
 
     def unroll(self):
         unroll, stats = self._actor.unroll()
-        inputs = AgentInputs(unroll.observations[0], unroll.prev_actions[0],
-                             unroll.prev_rewards[0], unroll.first[0])
+        inputs = AgentInputs(
+            unroll.observations[0], unroll.prev_actions[0], unroll.prev_rewards[0], unroll.first[0]
+        )
         for version in range(8):
             self._agent.set_weights([w * (version + 1) for w in self._initial])
             logits = self._agent.step(inputs, ())[0].policy_logits.numpy()
@@ -55,8 +56,8 @@ class ScriptedLearner:
     def __init__(self, agent: MLPAgent, stop_after: int | None = None):
         self._stop_after = stop_after
         self._initial = agent.get_weights()
-        self.sent: list[int] = []      # each unroll's policy_version, in order
-        self.replies: list[int] = []   # the version of each reply, in order
+        self.sent: list[int] = []  # each unroll's policy_version, in order
+        self.replies: list[int] = []  # the version of each reply, in order
 
     def send(self, unroll, stats):
         self.sent.append(int(unroll.policy_version[0]))
@@ -79,8 +80,13 @@ def test_the_next_unroll_is_computed_while_the_last_one_waits():
     actor, agent = make_actor()
     learner = ScriptedLearner(agent)
 
-    frames = run_actor_loop(actor=actor, send=learner.send, receive=learner.receive,
-                            fetch_weights=lambda published: published, max_unrolls=4)
+    frames = run_actor_loop(
+        actor=actor,
+        send=learner.send,
+        receive=learner.receive,
+        fetch_weights=lambda published: published,
+        max_unrolls=4,
+    )
 
     assert frames == 4 * 5 * 4
     # Unroll k+1 is computed while unroll k waits for its reply, so it acts with the
@@ -96,8 +102,12 @@ def test_a_stop_reply_ends_the_loop_and_nothing_more_is_sent():
     actor, agent = make_actor()
     learner = ScriptedLearner(agent, stop_after=2)
 
-    frames = run_actor_loop(actor=actor, send=learner.send, receive=learner.receive,
-                            fetch_weights=lambda published: published)
+    frames = run_actor_loop(
+        actor=actor,
+        send=learner.send,
+        receive=learner.receive,
+        fetch_weights=lambda published: published,
+    )
 
     # A third unroll was computed while the second waited; it is not sent.
     assert len(actor.acted_with) == 3

@@ -57,9 +57,12 @@ def test_unknown_game_names_the_id(env_id):
 
 
 def test_describe_env_pong():
-    assert describe_env("ALE/Pong-v5") == EnvSpec(observation_shape=(84, 84, 4),
-                                                  observation_dtype=np.dtype(np.uint8),
-                                                  num_actions=6, frame_skip=4)
+    assert describe_env("ALE/Pong-v5") == EnvSpec(
+        observation_shape=(84, 84, 4),
+        observation_dtype=np.dtype(np.uint8),
+        num_actions=6,
+        frame_skip=4,
+    )
 
 
 @pytest.mark.parametrize("env_id, sticky", [("ALE/Pong-v5", 0.25), ("PongNoFrameskip-v4", 0.0)])
@@ -109,8 +112,9 @@ def test_ale_is_built_without_reward_clipping_and_with_the_literature_settings(m
 
 def test_frame_skip_max_pool_grayscale_resize_and_stack_match_ale(closing):
     """Against ALE's single interface, 1 frame per act, deterministic (no sticky, no no-ops)."""
-    env = closing(make_atari_vector_env("ALE/Pong-v5", num_envs=1, seed=0,
-                                        sticky_action_prob=0.0, noop_max=0))
+    env = closing(
+        make_atari_vector_env("ALE/Pong-v5", num_envs=1, seed=0, sticky_action_prob=0.0, noop_max=0)
+    )
     ale = ale_py.ALEInterface()
     ale.setLoggerMode(ale_py.LoggerMode.Error)
     ale.setInt("random_seed", 0)
@@ -147,8 +151,11 @@ def test_frame_skip_max_pool_grayscale_resize_and_stack_match_ale(closing):
 
 def test_no_sticky_actions_is_deterministic_and_sticky_actions_are_not(closing):
     def observations(sticky: float, seed: int) -> np.ndarray:
-        env = closing(make_atari_vector_env("ALE/Pong-v5", num_envs=2, seed=seed,
-                                            sticky_action_prob=sticky, noop_max=0))
+        env = closing(
+            make_atari_vector_env(
+                "ALE/Pong-v5", num_envs=2, seed=seed, sticky_action_prob=sticky, noop_max=0
+            )
+        )
         obs = [env.reset()[0]]
         for action in np.random.default_rng(0).integers(0, 6, (150, 2)):
             obs.append(env.step(action)[0])
@@ -165,15 +172,18 @@ def test_no_sticky_actions_is_deterministic_and_sticky_actions_are_not(closing):
 def test_terminated_episode_autoresets_in_the_same_step(closing):
     # Breakout with FIRE held and the paddle still: game over (5 lives) after 121 steps.
     def make():
-        return closing(make_atari_vector_env("ALE/Breakout-v5", num_envs=2, seed=0,
-                                             sticky_action_prob=0.0, noop_max=0))
+        return closing(
+            make_atari_vector_env(
+                "ALE/Breakout-v5", num_envs=2, seed=0, sticky_action_prob=0.0, noop_max=0
+            )
+        )
 
     env = make()
     first_obs, _ = make().reset()  # deterministic: every episode starts like this
     obs, _ = env.reset()
     np.testing.assert_array_equal(obs, first_obs)
     fire = np.full(2, FIRE)
-    for t in range(200):
+    for t in range(200):  # noqa: B007 (t is read after the loop)
         previous = obs
         obs, _, terminated, truncated, info = env.step(fire)
         assert not truncated.any()
@@ -193,10 +203,18 @@ def test_terminated_episode_autoresets_in_the_same_step(closing):
 
 
 def test_episodic_life_terminates_on_a_life_loss(closing):
-    env = closing(make_atari_vector_env("ALE/Breakout-v5", num_envs=1, seed=0,
-                                        sticky_action_prob=0.0, noop_max=0, episodic_life=True))
+    env = closing(
+        make_atari_vector_env(
+            "ALE/Breakout-v5",
+            num_envs=1,
+            seed=0,
+            sticky_action_prob=0.0,
+            noop_max=0,
+            episodic_life=True,
+        )
+    )
     env.reset()
-    for t in range(100):
+    for t in range(100):  # noqa: B007 (t is read after the loop)
         obs, _, terminated, truncated, _ = env.step(np.array([FIRE]))
         if terminated[0]:
             break
@@ -208,8 +226,16 @@ def test_episodic_life_restarts_the_whole_game_in_ale_py_0_12(closing):
     """What --episodic-life means with ale_py 0.12.1: the autoreset after a lost life starts a
     new game with all 5 lives, unlike DeepMind's EpisodicLifeEnv (docs/guide/atari.md,
     envs/atari.py)."""
-    env = closing(make_atari_vector_env("ALE/Breakout-v5", num_envs=1, seed=0,
-                                        sticky_action_prob=0.0, noop_max=0, episodic_life=True))
+    env = closing(
+        make_atari_vector_env(
+            "ALE/Breakout-v5",
+            num_envs=1,
+            seed=0,
+            sticky_action_prob=0.0,
+            noop_max=0,
+            episodic_life=True,
+        )
+    )
     _, info = env.reset()
     assert info["lives"][0] == 5
     lives_after_each_end = []
@@ -236,12 +262,23 @@ def test_sticky_actions_and_episodic_life_reach_ale(monkeypatch):
     assert env.repeat_action_probability == 0.0
     env.close()
     make_vector_env("PongNoFrameskip-v4", num_envs=1, seed=0, sticky_actions=0.1).close()
-    assert [(b["repeat_action_probability"], b["episodic_life"]) for b in built] == [(0.0, True), (0.1, False)]
+    assert [(b["repeat_action_probability"], b["episodic_life"]) for b in built] == [
+        (0.0, True),
+        (0.1, False),
+    ]
 
 
 def test_frame_limit_truncates_and_autoresets_in_the_same_step(closing):
-    env = closing(make_atari_vector_env("ALE/Pong-v5", num_envs=2, seed=0, sticky_action_prob=0.0,
-                                        noop_max=0, max_num_frames_per_episode=100))
+    env = closing(
+        make_atari_vector_env(
+            "ALE/Pong-v5",
+            num_envs=2,
+            seed=0,
+            sticky_action_prob=0.0,
+            noop_max=0,
+            max_num_frames_per_episode=100,
+        )
+    )
     first_obs, _ = env.reset()
     for t in range(25):  # 100 frames
         obs, _, terminated, truncated, info = env.step(np.zeros(2, np.int64))
@@ -252,8 +289,9 @@ def test_frame_limit_truncates_and_autoresets_in_the_same_step(closing):
 
 
 def test_reset_mask_resets_only_the_masked_envs(closing):
-    env = closing(make_atari_vector_env("ALE/Pong-v5", num_envs=2, seed=0,
-                                        sticky_action_prob=0.0, noop_max=0))
+    env = closing(
+        make_atari_vector_env("ALE/Pong-v5", num_envs=2, seed=0, sticky_action_prob=0.0, noop_max=0)
+    )
     first_obs, _ = env.reset()
     for _ in range(10):
         obs, *_ = env.step(np.full(2, FIRE))

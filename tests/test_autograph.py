@@ -23,10 +23,10 @@ def _resolved(*argv):
 
 
 def test_auto_is_off_only_for_the_built_in_mlp_and_loss(tmp_path):
-    assert _resolved() == (None, False)                                            # CartPole
-    assert _resolved("--learner-devices", "cpu:2") == (None, False)                # any devices
-    assert _resolved("--env", "MinAtar/Breakout-v1") == (None, True)              # a CNN
-    assert _resolved("--agent", f"{EXAMPLE}:make_agent") == (None, True)          # a user's agent
+    assert _resolved() == (None, False)  # CartPole
+    assert _resolved("--learner-devices", "cpu:2") == (None, False)  # any devices
+    assert _resolved("--env", "MinAtar/Breakout-v1") == (None, True)  # a CNN
+    assert _resolved("--agent", f"{EXAMPLE}:make_agent") == (None, True)  # a user's agent
     # A module name of its own: test_xla.py imports another file as `my_loss` (a second file of
     # one name in one process is refused).
     (tmp_path / "autograph_loss.py").write_text("from impala_rep import impala_loss_fn as same\n")
@@ -46,10 +46,18 @@ def halved_when_rewards_are_large(**tensors):
 
 def _learners(loss_fn, *switches):
     replicator = Replicator("cpu")
-    learners = [Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(8,)), replicator=replicator,
-                        observation_shape=(OBS,), total_steps=10, loss_fn=loss_fn,
-                        optimizer=OptimizerConfig(learning_rate=1e-2), autograph=on)
-                for on in switches]
+    learners = [
+        Learner(
+            agent=MLPAgent(num_actions=A, hidden_sizes=(8,)),
+            replicator=replicator,
+            observation_shape=(OBS,),
+            total_steps=10,
+            loss_fn=loss_fn,
+            optimizer=OptimizerConfig(learning_rate=1e-2),
+            autograph=on,
+        )
+        for on in switches
+    ]
     for other in learners[1:]:
         other.agent.set_weights(learners[0].agent.get_weights())
     return learners

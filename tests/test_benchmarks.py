@@ -15,6 +15,7 @@ import _procs  # noqa: E402
 import projection  # noqa: E402
 
 
+@pytest.mark.launches
 def test_an_exited_unreaped_process_is_gone_not_rays():
     """A zombie has no command line; counting it as Ray's moved all the actors' CPU there."""
     child = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -33,13 +34,22 @@ def test_an_exited_unreaped_process_is_gone_not_rays():
 
 
 def test_projection_takes_the_side_that_saturates_first():
-    profile = {"run": {"frames": 1_000_000, "cpu_s": {"actor": 20.0, "learner": 40.0},
-                       "cpu_s_startup": {"actor": 10.0, "learner": 15.0}}}
+    profile = {
+        "run": {
+            "frames": 1_000_000,
+            "cpu_s": {"actor": 20.0, "learner": 40.0},
+            "cpu_s_startup": {"actor": 10.0, "learner": 15.0},
+        }
+    }
     actor_fps, learner_fps = projection.rates(profile)
     assert actor_fps == pytest.approx(100_000) and learner_fps == pytest.approx(40_000)
     rows = projection.project(actor_fps, learner_fps, 0.5, actors=[1, 4], devices=[1, 4])
-    expected = {(1, 1): (40_000, "learner"), (1, 4): (80_000, "learner"),
-                (4, 1): (40_000, "learner"), (4, 4): (80_000, "learner")}
+    expected = {
+        (1, 1): (40_000, "learner"),
+        (1, 4): (80_000, "learner"),
+        (4, 1): (40_000, "learner"),
+        (4, 4): (80_000, "learner"),
+    }
     rows += projection.project(10_000.0, learner_fps, 1.0, actors=[2], devices=[4])
     expected[(2, 4)] = (20_000, "actors")
     for n, k, _, _, got, side in rows:
@@ -49,8 +59,10 @@ def test_projection_takes_the_side_that_saturates_first():
 def test_train_flags_are_what_follows_the_double_dash():
     from _common import split_train_flags
 
-    assert split_train_flags(["--seeds", "1", "--", "--passes", "1"]) == (["--seeds", "1"],
-                                                                        ["--passes", "1"])
+    assert split_train_flags(["--seeds", "1", "--", "--passes", "1"]) == (
+        ["--seeds", "1"],
+        ["--passes", "1"],
+    )
     assert split_train_flags(["--seeds", "1"]) == (["--seeds", "1"], [])
     assert split_train_flags(["--"]) == ([], [])
 
@@ -113,8 +125,10 @@ def test_a_threshold_counts_only_once_a_full_window_of_episodes_has_ended():
     assert not learning.reaches({"episode_return_mean": None, "episodes": 0}, -75.0)
 
 
+@pytest.mark.launches
 def test_the_suite_evaluates_a_run_greedily_and_records_one_that_never_ends_as_unfinished(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     import learning
     from test_evaluation import saved_run
 
@@ -124,7 +138,9 @@ def test_the_suite_evaluates_a_run_greedily_and_records_one_that_never_ends_as_u
     saved_run(tmp_path / "cartpole", env="CartPole-v1")
     expected = evaluate_run(str(tmp_path / "cartpole"), episodes=learning.EVAL_EPISODES)
     assert learning.evaluate(tmp_path / "cartpole") == {
-        "greedy_return": round(expected.mean_return, 4), "greedy_std": round(expected.std_return, 4)}
+        "greedy_return": round(expected.mean_return, 4),
+        "greedy_std": round(expected.std_return, 4),
+    }
 
     saved_run(tmp_path / "endless", env="endless_env:Endless-v0")
     monkeypatch.setattr(learning, "EVAL_FRAME_BUDGET", 1000)
@@ -134,20 +150,32 @@ def test_the_suite_evaluates_a_run_greedily_and_records_one_that_never_ends_as_u
     assert learning._greedy(result) == "unfinished"
 
 
-def test_merge_with_evaluate_adds_the_greedy_figure_to_saved_runs_that_lack_it(tmp_path, monkeypatch,
-                                                                               capsys):
+@pytest.mark.launches
+def test_merge_with_evaluate_adds_the_greedy_figure_to_saved_runs_that_lack_it(
+    tmp_path, monkeypatch, capsys
+):
     import learning
     from test_evaluation import saved_run
 
     out = tmp_path / "learning"
     (out / "old").mkdir(parents=True)
     saved_run(out / "old" / "cartpole-s1", env="CartPole-v1")
-    run = {"seed": 1, "frames_to_threshold": None, "seconds_to_threshold": None,
-           "final_return": 20.0, "best_return": None, "frames": 1234, "seconds": 9.0,
-           "curve": [(1234, 20.0)]}
+    run = {
+        "seed": 1,
+        "frames_to_threshold": None,
+        "seconds_to_threshold": None,
+        "final_return": 20.0,
+        "best_return": None,
+        "frames": 1234,
+        "seconds": 9.0,
+        "curve": [(1234, 20.0)],
+    }
     (out / "old.json").write_text(json.dumps({"results": {"cartpole": [run]}}))
-    monkeypatch.setattr(sys, "argv", ["learning.py", "--merge", "old", "--evaluate", "--label", "new",
-                                      "--out", str(out)])
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        ["learning.py", "--merge", "old", "--evaluate", "--label", "new", "--out", str(out)],
+    )
     learning.main()
     merged = json.loads((out / "new.json").read_text())["results"]["cartpole"][0]
     played = json.loads((out / "old" / "cartpole-s1" / "evaluation.json").read_text())

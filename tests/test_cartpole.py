@@ -31,12 +31,21 @@ def random_states(rng: np.random.Generator, count: int) -> np.ndarray:
     """`[count, 4]` float64 states: a quarter each well inside the limits, near the
     x limit, near the theta limit, and anywhere up to twice the limits."""
     quarter = count // 4
-    states = np.stack([rng.uniform(-X_LIMIT, X_LIMIT, count), rng.uniform(-3, 3, count),
-                       rng.uniform(-THETA_LIMIT, THETA_LIMIT, count),
-                       rng.uniform(-4, 4, count)], axis=1)
+    states = np.stack(
+        [
+            rng.uniform(-X_LIMIT, X_LIMIT, count),
+            rng.uniform(-3, 3, count),
+            rng.uniform(-THETA_LIMIT, THETA_LIMIT, count),
+            rng.uniform(-4, 4, count),
+        ],
+        axis=1,
+    )
     sign = rng.choice([-1.0, 1.0], count)
-    near_x, near_theta, wide = (slice(quarter, 2 * quarter), slice(2 * quarter, 3 * quarter),
-                                slice(3 * quarter, None))
+    near_x, near_theta, wide = (
+        slice(quarter, 2 * quarter),
+        slice(2 * quarter, 3 * quarter),
+        slice(3 * quarter, None),
+    )
     states[near_x, 0] = sign[near_x] * (X_LIMIT + rng.uniform(-0.05, 0.05, quarter))
     states[near_theta, 2] = sign[near_theta] * (THETA_LIMIT + rng.uniform(-0.05, 0.05, quarter))
     # Stays inside the observation space (twice the limits) after one step, so
@@ -74,7 +83,8 @@ def test_one_step_matches_gymnasium_from_many_states(max_episode_steps):
         expected.append(reference.step(int(action)))
     reference.close()
     expected_obs, expected_rewards, expected_terminated, expected_truncated, _ = map(
-        np.array, zip(*expected))
+        np.array, zip(*expected)
+    )
 
     # Bit-identical: the same float64 operations in the same order.
     np.testing.assert_array_equal(next_obs, expected_obs)
@@ -101,8 +111,10 @@ def test_episodes_match_gymnasium_sync_vector_env(num_envs, max_episode_steps):
     """
     rng = np.random.default_rng(num_envs)
     env = CartPoleSameStepVectorEnv(num_envs=num_envs, max_episode_steps=max_episode_steps)
-    reference = SyncVectorEnv([lambda: reference_env(max_episode_steps)] * num_envs,
-                              autoreset_mode=AutoresetMode.SAME_STEP)
+    reference = SyncVectorEnv(
+        [lambda: reference_env(max_episode_steps)] * num_envs,
+        autoreset_mode=AutoresetMode.SAME_STEP,
+    )
     assert env.observation_space == reference.observation_space
     assert env.action_space == reference.action_space
     obs, infos = env.reset(seed=num_envs)
@@ -185,8 +197,9 @@ def test_reset_mask_resets_only_the_masked_envs():
         env.reset(options={"low": -0.1})
 
 
-@pytest.mark.parametrize("actions", [np.array([0, 2]), np.array([-1, 0]), np.array([1]),
-                                     np.array([0.0, 1.0]), [[0, 1]]])
+@pytest.mark.parametrize(
+    "actions", [np.array([0, 2]), np.array([-1, 0]), np.array([1]), np.array([0.0, 1.0]), [[0, 1]]]
+)
 def test_invalid_actions_are_rejected(actions):
     env = CartPoleSameStepVectorEnv(num_envs=2)
     with pytest.raises(RuntimeError, match="reset"):
@@ -225,8 +238,11 @@ def test_actor_unrolls_on_it():
 
     returns = np.concatenate([first_stats.returns, second_stats.returns])
     lengths = np.concatenate([first_stats.lengths, second_stats.lengths])
-    assert len(returns) == (first.terminated | first.truncated).sum() + (
-        second.terminated | second.truncated).sum() > 0
+    assert (
+        len(returns)
+        == (first.terminated | first.truncated).sum() + (second.terminated | second.truncated).sum()
+        > 0
+    )
     # 1 per step: a return is its episode's length, at least the ~8 steps the
     # pole needs to fall from a reset state, at most the 100 steps taken.
     np.testing.assert_array_equal(returns, lengths)

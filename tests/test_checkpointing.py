@@ -9,8 +9,8 @@ from random_unrolls import random_unroll
 
 from impala_rep import Replicator
 from impala_rep.agent import MLPAgent
-from impala_rep.learner.checkpointing import RunCheckpoint, RunCounters
 from impala_rep.config import OptimizerConfig
+from impala_rep.learner.checkpointing import RunCheckpoint, RunCounters
 from impala_rep.learner.learner import Learner, NonFiniteError
 
 T, B, A, OBS = 4, 6, 3, 5
@@ -22,9 +22,13 @@ def replicator():
 
 
 def make_learner(replicator):
-    return Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(8,)), replicator=replicator,
-                   observation_shape=(OBS,), total_steps=50,
-                   optimizer=OptimizerConfig(learning_rate=1e-2))
+    return Learner(
+        agent=MLPAgent(num_actions=A, hidden_sizes=(8,)),
+        replicator=replicator,
+        observation_shape=(OBS,),
+        total_steps=50,
+        optimizer=OptimizerConfig(learning_rate=1e-2),
+    )
 
 
 def batch(seed=0):
@@ -57,7 +61,7 @@ def corrupt(prefix: str) -> None:
     """Overwrites the middle of a checkpoint's data file, as a disk fault would."""
     data = next(pathlib.Path(prefix).parent.glob(pathlib.Path(prefix).name + ".data-*"))
     raw = bytearray(data.read_bytes())
-    raw[len(raw) // 4: len(raw) // 2] = b"\xff" * (len(raw) // 2 - len(raw) // 4)
+    raw[len(raw) // 4 : len(raw) // 2] = b"\xff" * (len(raw) // 2 - len(raw) // 4)
     data.write_bytes(bytes(raw))
 
 
@@ -114,6 +118,7 @@ def test_non_finite_loss_raises_and_leaves_the_weights_alone(replicator):
 
 def example_agent_module():
     import importlib.util
+
     path = pathlib.Path(__file__).resolve().parent.parent / "examples" / "custom_agent.py"
     spec = importlib.util.spec_from_file_location("custom_agent_example", path)
     module = importlib.util.module_from_spec(spec)
@@ -127,10 +132,13 @@ def test_non_trainable_agent_state_is_checkpointed_and_restored(replicator, tmp_
     module = example_agent_module()
 
     def learner():
-        return Learner(agent=module.make_agent(observation_shape=(OBS,), num_actions=A),
-                       replicator=replicator,
-                       observation_shape=(OBS,), total_steps=50,
-                       optimizer=OptimizerConfig(learning_rate=1e-2))
+        return Learner(
+            agent=module.make_agent(observation_shape=(OBS,), num_actions=A),
+            replicator=replicator,
+            observation_shape=(OBS,),
+            total_steps=50,
+            optimizer=OptimizerConfig(learning_rate=1e-2),
+        )
 
     trained = learner()
     fresh_statistics = [v.numpy().copy() for v in trained.agent.non_trainable_variables]
@@ -139,7 +147,8 @@ def test_non_trainable_agent_state_is_checkpointed_and_restored(replicator, tmp_
     statistics = [v.numpy().copy() for v in trained.agent.non_trainable_variables]
     assert max(np.abs(s - f).max() for s, f in zip(statistics, fresh_statistics)) > 1e-3
     RunCheckpoint(learner=trained, directory=tmp_path, window=4).save(
-        RunCounters(frames=0, episodes=0, recent_returns=()))
+        RunCounters(frames=0, episodes=0, recent_returns=())
+    )
 
     resumed = learner()
     RunCheckpoint(learner=resumed, directory=tmp_path, window=4).restore()
@@ -151,6 +160,7 @@ def test_non_trainable_agent_state_is_checkpointed_and_restored(replicator, tmp_
 
 def test_agents_without_non_trainable_state_keep_the_checkpoint_layout(replicator, tmp_path):
     import tensorflow as tf
+
     learner = make_learner(replicator)
     path = learner.save(tmp_path)
     names = [name for name, _ in tf.train.list_variables(path)]
@@ -158,29 +168,39 @@ def test_agents_without_non_trainable_state_keep_the_checkpoint_layout(replicato
     assert not any(name.startswith("agent_state") for name in names)
 
 
+@pytest.mark.launches
 def test_checkpoint_step_reads_the_index_without_tensorflow(tmp_path):
     (tmp_path / "checkpoints").mkdir()
     index = tmp_path / "checkpoints" / "checkpoint"
-    index.write_text(f'model_checkpoint_path: "{tmp_path}/checkpoints/ckpt-1234"\n'
-                     f'all_model_checkpoint_paths: "{tmp_path}/checkpoints/ckpt-1000"\n'
-                     f'all_model_checkpoint_paths: "{tmp_path}/checkpoints/ckpt-1234"\n')
+    index.write_text(
+        f'model_checkpoint_path: "{tmp_path}/checkpoints/ckpt-1234"\n'
+        f'all_model_checkpoint_paths: "{tmp_path}/checkpoints/ckpt-1000"\n'
+        f'all_model_checkpoint_paths: "{tmp_path}/checkpoints/ckpt-1234"\n'
+    )
     # In a process of its own: the driver that reads it has not imported TensorFlow.
-    probe = ("import sys; from impala_rep.run.resume import checkpoint_step; "
-             "from impala_rep.learner.checkpoint_index import newest_checkpoint; "
-             f"print(checkpoint_step({str(tmp_path)!r}), "
-             f"newest_checkpoint({str(tmp_path / 'checkpoints')!r})[0]); "
-             "assert 'tensorflow' not in sys.modules, 'imported'")
+    probe = (
+        "import sys; from impala_rep.run.resume import checkpoint_step; "
+        "from impala_rep.learner.checkpoint_index import newest_checkpoint; "
+        f"print(checkpoint_step({str(tmp_path)!r}), "
+        f"newest_checkpoint({str(tmp_path / 'checkpoints')!r})[0]); "
+        "assert 'tensorflow' not in sys.modules, 'imported'"
+    )
     assert run_fresh_python(probe).split() == ["1234", f"{tmp_path}/checkpoints/ckpt-1234"]
     from impala_rep.learner.checkpoint_index import newest_checkpoint
     from impala_rep.run.resume import checkpoint_step
 
     index.write_text('model_checkpoint_path: "ckpt-7"\n')  # relative: to the directory
     assert checkpoint_step(str(tmp_path)) == 7
-    assert newest_checkpoint(tmp_path / "checkpoints") == (str(tmp_path / "checkpoints" / "ckpt-7"), 7)
+    assert newest_checkpoint(tmp_path / "checkpoints") == (
+        str(tmp_path / "checkpoints" / "ckpt-7"),
+        7,
+    )
     index.write_text('model_checkpoint_path: "/r\\303\\251sum\\"\\303\\251/ckpt-9"\n')  # C escapes
     assert newest_checkpoint(tmp_path / "checkpoints") == ('/résum"é/ckpt-9', 9)
     index.unlink()
-    assert checkpoint_step(str(tmp_path)) == 0 and newest_checkpoint(tmp_path / "checkpoints") is None
+    assert (
+        checkpoint_step(str(tmp_path)) == 0 and newest_checkpoint(tmp_path / "checkpoints") is None
+    )
 
 
 def test_an_index_that_names_no_run_checkpoint_is_none(tmp_path):

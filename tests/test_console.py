@@ -18,15 +18,33 @@ OWN = ("impala-rep", "[", "  ")
 
 
 def _train(*args, env=None, cwd=None):
-    return subprocess.run([sys.executable, "-m", "impala_rep", "train", "--total-frames", "8000",
-                           "--envs-per-actor", "16", "--batch-size", "16", *args],
-                          capture_output=True, text=True, timeout=300, env=env, cwd=cwd)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "impala_rep",
+            "train",
+            "--total-frames",
+            "8000",
+            "--envs-per-actor",
+            "16",
+            "--batch-size",
+            "16",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=cwd,
+    )
 
 
 def _foreign(output: str) -> list[str]:
     return [line for line in output.splitlines() if line.strip() and not line.startswith(OWN)]
 
 
+@pytest.mark.launches
 @pytest.mark.parametrize("launcher", ["ray", "local"])
 def test_a_cpu_run_prints_only_its_own_lines(launcher, tmp_path):
     # RAY_ADDRESS naming a Ray that is not there: the embedded start must not try to join it
@@ -39,6 +57,7 @@ def test_a_cpu_run_prints_only_its_own_lines(launcher, tmp_path):
     assert "final mean return" in proc.stdout
 
 
+@pytest.mark.launches
 def test_verbose_shows_tensorflows_own_lines(tmp_path):
     proc = _train("--launcher", "local", "--verbose", "--logdir", str(tmp_path / "run"))
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -46,22 +65,43 @@ def test_verbose_shows_tensorflows_own_lines(tmp_path):
     assert any("cuda" in line.lower() or "onednn" in line.lower() for line in foreign), proc.stderr
 
 
+@pytest.mark.launches
 def test_a_run_whose_episodes_never_end_says_so_once_and_the_time_limit_flag_ends_them(tmp_path):
     """An env with no time limit and no terminal state (CliffWalking-v1 is one until its
     policy finds the goal) never ends an episode, so the return stays n/a. After 1,000 steps
     in each env the console says why, once; with --max-episode-steps episodes are truncated
     there and a return appears (tests/endless_env.py pays 1 a step: exactly the limit)."""
-    common = ("--env", "endless_env:Endless-v0", "--launcher", "local", "--num-actors", "1",
-              "--envs-per-actor", "4", "--batch-size", "4")
-    proc = _train(*common, "--total-frames", "6000", "--logdir", str(tmp_path / "open"), cwd=TESTS_DIR)
+    common = (
+        "--env",
+        "endless_env:Endless-v0",
+        "--launcher",
+        "local",
+        "--num-actors",
+        "1",
+        "--envs-per-actor",
+        "4",
+        "--batch-size",
+        "4",
+    )
+    proc = _train(
+        *common, "--total-frames", "6000", "--logdir", str(tmp_path / "open"), cwd=TESTS_DIR
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     hints = [line for line in proc.stdout.splitlines() if "no episode has ended" in line]
     assert len(hints) == 1, proc.stdout
     assert "--max-episode-steps N ends episodes after N steps" in hints[0]
     assert "final mean return (last 100)   n/a" in proc.stdout
 
-    proc = _train(*common, "--total-frames", "4000", "--max-episode-steps", "100",
-                  "--logdir", str(tmp_path / "limited"), cwd=TESTS_DIR)
+    proc = _train(
+        *common,
+        "--total-frames",
+        "4000",
+        "--max-episode-steps",
+        "100",
+        "--logdir",
+        str(tmp_path / "limited"),
+        cwd=TESTS_DIR,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "no episode has ended" not in proc.stdout
     assert "final mean return (last 100)   100.0" in proc.stdout, proc.stdout
@@ -78,16 +118,24 @@ def test_a_report_in_which_nothing_moved_is_not_shown_until_30_s_pass():
     progress = _Progress(out, total_frames=10_000)
 
     def report(wall_s, frames, produced):
-        progress.update({"wall_s": wall_s, "frames": frames, "frames_produced": produced,
-                         "env_fps": 0.0, "learner_fps": 0.0, "episode_return_mean": None,
-                         "policy_lag_mean": None})
+        progress.update(
+            {
+                "wall_s": wall_s,
+                "frames": frames,
+                "frames_produced": produced,
+                "env_fps": 0.0,
+                "learner_fps": 0.0,
+                "episode_return_mean": None,
+                "policy_lag_mean": None,
+            }
+        )
         return out.getvalue().count("\n")
 
     assert report(2.0, 640, 640) == 1
-    assert report(4.0, 640, 640) == 1        # nothing moved: no line
-    assert report(6.0, 640, 1280) == 2       # the actors produced: a line
+    assert report(4.0, 640, 640) == 1  # nothing moved: no line
+    assert report(6.0, 640, 1280) == 2  # the actors produced: a line
     assert report(20.0, 640, 1280) == 2
-    assert report(36.5, 640, 1280) == 3      # 30 s without a line: one anyway
+    assert report(36.5, 640, 1280) == 3  # 30 s without a line: one anyway
     assert report(38.5, 1280, 1280) == 4
 
 
@@ -100,7 +148,17 @@ def test_the_last_report_past_the_total_reads_as_done():
 
     out = io.StringIO()
     _Progress(out, total_frames=20_000).update(
-        {"wall_s": 9.0, "frames": 20_480, "frames_produced": 20_480, "env_fps": 7_000.0,
-         "learner_fps": 6_500.0, "episode_return_mean": 43.0, "policy_lag_mean": 128.0})
+        {
+            "wall_s": 9.0,
+            "frames": 20_480,
+            "frames_produced": 20_480,
+            "env_fps": 7_000.0,
+            "learner_fps": 6_500.0,
+            "episode_return_mean": 43.0,
+            "policy_lag_mean": 128.0,
+        }
+    )
     line = out.getvalue()
-    assert line.startswith("[100.0%] frames     20,480/20,000") and line.rstrip().endswith("ETA     0s")
+    assert line.startswith("[100.0%] frames     20,480/20,000") and line.rstrip().endswith(
+        "ETA     0s"
+    )

@@ -85,20 +85,40 @@ def test_an_observation_space_with_no_vector_form_is_refused_in_one_line():
     with pytest.raises(ValueError) as error:
         describe_env("observation_spaces_env:TextObservation-v0")
     message = str(error.value)
-    assert message.startswith("environment 'observation_spaces_env:TextObservation-v0' has "
-                              "observation space Text(")
+    assert message.startswith(
+        "environment 'observation_spaces_env:TextObservation-v0' has observation space Text("
+    )
     assert "spaces of discrete parts" in message and "\n" not in message
 
 
+@pytest.mark.launches
 def test_frozenlake_is_learned_through_train(tmp_path):
     # Random play reaches the goal in ~1.4% of episodes (the optimum: 74%,
     # benchmarks/optimal_returns.py). 1M-frame runs with the defaults showed 0.13-0.35 at
     # 90k frames and 0.46-0.61 at 155k; a 120k-frame run ended at 0.15 (its learning rate
     # decays to 0 within the run), so 200k.
     logdir = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "impala_rep", "train", "--env", "FrozenLake-v1",
-                           "--launcher", "local", "--total-frames", "200000", "--seed", "1",
-                           "--logdir", str(logdir)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "impala_rep",
+            "train",
+            "--env",
+            "FrozenLake-v1",
+            "--launcher",
+            "local",
+            "--total-frames",
+            "200000",
+            "--seed",
+            "1",
+            "--logdir",
+            str(logdir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     last = json.loads((logdir / "metrics.jsonl").read_text().splitlines()[-1])
     assert last["episode_return_mean"] > 0.2, last

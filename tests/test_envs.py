@@ -12,8 +12,12 @@ from impala_rep.envs import EnvSpec, describe_env, make_vector_env
 
 def test_describe_env_cartpole():
     spec = describe_env("CartPole-v1")
-    assert spec == EnvSpec(observation_shape=(4,), observation_dtype=np.dtype(np.float32),
-                           num_actions=2, observation_bounds=spec.observation_bounds)
+    assert spec == EnvSpec(
+        observation_shape=(4,),
+        observation_dtype=np.dtype(np.float32),
+        num_actions=2,
+        observation_bounds=spec.observation_bounds,
+    )
     low, high = spec.observation_bounds  # as gymnasium declares them
     np.testing.assert_allclose(high, (4.8, np.inf, 0.41887903, np.inf), rtol=1e-6)
     np.testing.assert_allclose(low, -np.array(high), rtol=1e-6)
@@ -45,8 +49,9 @@ def test_unknown_id_names_it_and_suggests_a_close_match():
         describe_env("CartPol-v1")
 
 
-@pytest.mark.parametrize("build", [describe_env,
-                                   lambda env_id: make_vector_env(env_id, num_envs=2, seed=0)])
+@pytest.mark.parametrize(
+    "build", [describe_env, lambda env_id: make_vector_env(env_id, num_envs=2, seed=0)]
+)
 def test_box_action_space_is_rejected(build):
     with pytest.raises(ValueError, match="'Pendulum-v1'.*only Discrete action spaces"):
         build("Pendulum-v1")

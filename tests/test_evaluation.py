@@ -33,17 +33,24 @@ def saved_run(logdir, *, env=ENV, steps_trained=1234, weight_seed=3):
     weights are random but fixed; returns the learner's agent."""
     spec = describe_env(env)
     # Resolved, as `train` writes it: auto settings (the novelty bonus's weight) made concrete.
-    config = resolve_auto_settings(TrainConfig.from_keys(
-        {"env": env, "logdir": str(logdir), "hidden_sizes": (16,)}), spec.observation_shape)
+    config = resolve_auto_settings(
+        TrainConfig.from_keys({"env": env, "logdir": str(logdir), "hidden_sizes": (16,)}),
+        spec.observation_shape,
+    )
     logdir.mkdir()
     (logdir / "config.json").write_text(json.dumps(config.to_json()))
     tf.keras.utils.set_random_seed(weight_seed)
     agent = agent_factory_for(config, spec)()
-    learner = Learner(agent=agent, replicator=Replicator("cpu"),
-                      observation_shape=spec.observation_shape, total_steps=10,
-                      optimizer=OptimizerConfig())
+    learner = Learner(
+        agent=agent,
+        replicator=Replicator("cpu"),
+        observation_shape=spec.observation_shape,
+        total_steps=10,
+        optimizer=OptimizerConfig(),
+    )
     RunCheckpoint(learner=learner, directory=logdir / "checkpoints").save(
-        RunCounters(frames=steps_trained, episodes=0, recent_returns=()))
+        RunCounters(frames=steps_trained, episodes=0, recent_returns=())
+    )
     return agent
 
 
@@ -59,10 +66,12 @@ def greedy_by_hand(agent, *, seed, num_envs, episodes):
         for _ in range((episodes + i) // num_envs):
             total, done, action, reward, first = 0.0, False, 0, 0.0, True
             while not done:
-                inputs = AgentInputs(observation=tf.constant(observation[None]),
-                                     prev_action=tf.constant([action], tf.int32),
-                                     prev_reward=tf.constant([reward], tf.float32),
-                                     first=tf.constant([first]))
+                inputs = AgentInputs(
+                    observation=tf.constant(observation[None]),
+                    prev_action=tf.constant([action], tf.int32),
+                    prev_reward=tf.constant([reward], tf.float32),
+                    first=tf.constant([first]),
+                )
                 output, _ = agent.step(inputs, agent.initial_state(1))
                 action = int(np.argmax(output.policy_logits.numpy()[0]))
                 observation, reward, terminated, truncated, _ = env.step(action)
@@ -80,9 +89,13 @@ def test_the_greedy_actor_takes_the_most_probable_action_and_the_sampling_one_do
     actions = {}
     for greedy in (True, False):
         tf.keras.utils.set_random_seed(0)
-        actor = Actor(env=make_vector_env(ENV, num_envs=8, seed=0),
-                      agent=agent_factory_for(config, spec)(), unroll_length=50, seed=0,
-                      greedy=greedy)
+        actor = Actor(
+            env=make_vector_env(ENV, num_envs=8, seed=0),
+            agent=agent_factory_for(config, spec)(),
+            unroll_length=50,
+            seed=0,
+            greedy=greedy,
+        )
         unroll, _ = actor.unroll()
         actions[greedy] = (unroll.actions, np.argmax(unroll.behaviour_logits, axis=-1))
     np.testing.assert_array_equal(*actions[True])
@@ -101,13 +114,17 @@ def test_evaluate_plays_the_checkpoint_as_a_slow_reference_does(tmp_path):
 
 def test_an_evaluation_whose_episodes_never_end_stops_at_its_frame_budget(tmp_path):
     saved_run(tmp_path / "run", env="endless_env:Endless-v0")
-    with pytest.raises(EvaluationIncomplete, match=r"only 0 of 4 episodes ended within 2,000 "
-                                                   r"frames: .*--max-episode-steps"):
+    with pytest.raises(
+        EvaluationIncomplete,
+        match=r"only 0 of 4 episodes ended within 2,000 "
+        r"frames: .*--max-episode-steps",
+    ):
         evaluate_run(str(tmp_path / "run"), episodes=4, num_envs=2, frame_budget=2000)
 
 
 def test_a_time_limit_given_to_the_evaluation_ends_its_episodes_and_envs_default_to_episodes(
-        tmp_path):
+    tmp_path,
+):
     saved_run(tmp_path / "run", env="endless_env:Endless-v0")
     result = evaluate_run(str(tmp_path / "run"), episodes=3, max_episode_steps=25)
     assert result.returns == (25.0, 25.0, 25.0)  # 1 a step; three envs, one episode each
@@ -121,30 +138,57 @@ def with_agent_config(run, **agent):
     (run / "config.json").write_text(json.dumps(config))
 
 
-@pytest.mark.parametrize("make, args, message", [
-    (None, ["--episodes", "0"], "argument --episodes: expected a positive integer, got 0"),
-    (None, ["--envs", "11", "--episodes", "10"], "argument --envs: 11 is more than --episodes 10"),
-    (None, ["--policy", "best"], "argument --policy: invalid choice: 'best'"),
-    (None, ["--seed", "-1"], "argument --seed: expected an integer in [0, 2**32), got -1"),
-    (None, ["--json", "{tmp}/no/such/dir/out.json"], "argument --json: '{tmp}/no/such/dir/out.json' "
-                                                     "cannot be written: give a file path in an "
-                                                     "existing, writable directory"),
-    (None, ["--json", "{tmp}"], "argument --json: '{tmp}' cannot be written"),
-    (None, ["--max-episode-steps", "0"], "argument --max-episode-steps: expected a positive "
-                                         "integer, got 0"),
-    ("wider agent", [], "cannot evaluate '{run}': its checkpoint's agent is not the one its "
-                        "config.json describes (12 variables saved, 12 built; variable 0: (4, 16) "
-                        "saved, (4, 32) built); a run trained with an agent object passed to "
-                        "train() is evaluated with impala_rep.evaluate_run(logdir, agent=...)"),
-    # The MLP's 6 variables, then RND's predictor's 6 (on by default for CartPole's vectors).
-    ("deeper agent", [], "(12 variables saved, 14 built; variable 2: (16, 2) saved, (16, 16) built)"),
-    ("missing", [], "cannot evaluate '{run}': not a directory"),
-    ("empty", [], "cannot evaluate '{run}': not a run directory (no config.json"),
-    ("no checkpoint", [], "cannot evaluate '{run}': it holds no checkpoint (the run stopped before "
-                          "its first one)"),
-])
-def test_the_command_refuses_bad_input_in_one_line_and_writes_nothing(make, args, message, tmp_path,
-                                                                        capsys):
+@pytest.mark.parametrize(
+    "make, args, message",
+    [
+        (None, ["--episodes", "0"], "argument --episodes: expected a positive integer, got 0"),
+        (
+            None,
+            ["--envs", "11", "--episodes", "10"],
+            "argument --envs: 11 is more than --episodes 10",
+        ),
+        (None, ["--policy", "best"], "argument --policy: invalid choice: 'best'"),
+        (None, ["--seed", "-1"], "argument --seed: expected an integer in [0, 2**32), got -1"),
+        (
+            None,
+            ["--json", "{tmp}/no/such/dir/out.json"],
+            "argument --json: '{tmp}/no/such/dir/out.json' "
+            "cannot be written: give a file path in an "
+            "existing, writable directory",
+        ),
+        (None, ["--json", "{tmp}"], "argument --json: '{tmp}' cannot be written"),
+        (
+            None,
+            ["--max-episode-steps", "0"],
+            "argument --max-episode-steps: expected a positive integer, got 0",
+        ),
+        (
+            "wider agent",
+            [],
+            "cannot evaluate '{run}': its checkpoint's agent is not the one its "
+            "config.json describes (12 variables saved, 12 built; variable 0: (4, 16) "
+            "saved, (4, 32) built); a run trained with an agent object passed to "
+            "train() is evaluated with impala_rep.evaluate_run(logdir, agent=...)",
+        ),
+        # The MLP's 6 variables, then RND's predictor's 6 (on by default for CartPole's vectors).
+        (
+            "deeper agent",
+            [],
+            "(12 variables saved, 14 built; variable 2: (16, 2) saved, (16, 16) built)",
+        ),
+        ("missing", [], "cannot evaluate '{run}': not a directory"),
+        ("empty", [], "cannot evaluate '{run}': not a run directory (no config.json"),
+        (
+            "no checkpoint",
+            [],
+            "cannot evaluate '{run}': it holds no checkpoint (the run stopped before "
+            "its first one)",
+        ),
+    ],
+)
+def test_the_command_refuses_bad_input_in_one_line_and_writes_nothing(
+    make, args, message, tmp_path, capsys
+):
     run = tmp_path / "run"
     if make in (None, "wider agent", "deeper agent"):
         saved_run(run)

@@ -15,8 +15,8 @@ def _leaves(rng):
         "bool": rng.random((4, 3)) > 0.5,
         "uint8": rng.integers(0, 256, (4, 3), dtype=np.uint8),
         "int8": rng.integers(-128, 128, (4, 3), dtype=np.int8),
-        "int32": rng.integers(-2**31, 2**31, (4, 3, 2), dtype=np.int32),
-        "int64": rng.integers(-2**62, 2**62, (4,), dtype=np.int64),
+        "int32": rng.integers(-(2**31), 2**31, (4, 3, 2), dtype=np.int32),
+        "int64": rng.integers(-(2**62), 2**62, (4,), dtype=np.int64),
         "uint16": rng.integers(0, 2**16, (4, 1), dtype=np.uint16),
         "float16": rng.normal(size=(4, 2)).astype(np.float16),
         "float32": rng.normal(size=(4, 6)).astype(np.float32)[:, ::2],  # not contiguous
@@ -46,8 +46,11 @@ def test_every_leaf_arrives_bit_for_bit(jit_compile):
 
 
 def test_unpack_inverts_pack_in_a_graph():
-    leaves = [np.arange(6, dtype=np.int16).reshape(2, 3), np.array([True, False]),
-              np.float32(2.5) * np.ones((), np.float32)]
+    leaves = [
+        np.arange(6, dtype=np.int16).reshape(2, 3),
+        np.array([True, False]),
+        np.float32(2.5) * np.ones((), np.float32),
+    ]
     layout = [(x.shape, tf.as_dtype(x.dtype)) for x in leaves]
     buffer = pack(leaves)
     assert buffer.dtype == np.uint8 and buffer.size == sum(x.nbytes for x in leaves)
@@ -92,7 +95,12 @@ def test_inputs_that_cannot_be_packed_go_leaf_by_leaf():
     words = np.array([b"a", b"bbb"])  # bytes: not packable
     complex_ = np.array([100 + 1j, 200 + 2j])  # complex: not packable
     assert not any(map(packable, [words, complex_, tf.ones([2]), 1.0]))
-    total = replicator.run(lambda batch: tf.strings.length(batch["w"]) + tf.cast(
-        batch["t"], tf.int32) + tf.cast(tf.math.real(batch["c"]), tf.int32),
-        {"w": words, "t": tf.constant([10.0, 20.0]), "c": complex_})[0]
+    total = replicator.run(
+        lambda batch: (
+            tf.strings.length(batch["w"])
+            + tf.cast(batch["t"], tf.int32)
+            + tf.cast(tf.math.real(batch["c"]), tf.int32)
+        ),
+        {"w": words, "t": tf.constant([10.0, 20.0]), "c": complex_},
+    )[0]
     assert total.numpy().tolist() == [111, 223]

@@ -11,18 +11,22 @@ from impala_rep.envs import make_vector_env
 from impala_rep.rnd import RNDAgent
 
 
-@pytest.mark.parametrize("hidden_sizes, normalization", [
-    ((64, 64), None), ((7,), ((0.5, -1.0, 0.0), (2.0, 0.25, 1.0))), ((16, 8, 4), None)])
+@pytest.mark.parametrize(
+    "hidden_sizes, normalization",
+    [((64, 64), None), ((7,), ((0.5, -1.0, 0.0), (2.0, 0.25, 1.0))), ((16, 8, 4), None)],
+)
 def test_host_step_is_the_compiled_step(hidden_sizes, normalization):
     rng = np.random.default_rng(0)
-    agent = MLPAgent(num_actions=5, hidden_sizes=hidden_sizes,
-                     observation_normalization=normalization)
+    agent = MLPAgent(
+        num_actions=5, hidden_sizes=hidden_sizes, observation_normalization=normalization
+    )
     agent.build([3])
     weights = [rng.normal(size=w.shape).astype(np.float32) for w in agent.get_weights()]
     agent.set_weights(weights)
     observation = rng.normal(size=(32, 3)).astype(np.float32)
-    inputs = AgentInputs(observation, np.zeros(32, np.int32), np.zeros(32, np.float32),
-                         np.zeros(32, bool))
+    inputs = AgentInputs(
+        observation, np.zeros(32, np.int32), np.zeros(32, np.float32), np.zeros(32, bool)
+    )
     compiled, _ = tf.function(agent.step)(inputs, ())
     host = agent.host_step(weights, inputs)
     np.testing.assert_allclose(host.policy_logits, compiled.policy_logits, rtol=1e-4, atol=1e-4)
@@ -48,8 +52,9 @@ def bias_only_actor(bias, *, greedy=False, num_envs=64, seed=0):
 def test_actions_are_sampled_from_the_softmax_of_the_logits():
     actor = bias_only_actor([0.0, np.log(3.0)])  # P(action 1) = 3/4
     unroll, _ = actor.unroll()
-    np.testing.assert_allclose(unroll.behaviour_logits, np.broadcast_to(
-        [0.0, np.log(3.0)], (50, 64, 2)), rtol=1e-6)
+    np.testing.assert_allclose(
+        unroll.behaviour_logits, np.broadcast_to([0.0, np.log(3.0)], (50, 64, 2)), rtol=1e-6
+    )
     share = unroll.actions.mean()  # 3,200 draws: standard error ~0.008
     assert 0.72 < share < 0.78, share
     again, _ = bias_only_actor([0.0, np.log(3.0)]).unroll()  # same seed: same draws

@@ -18,15 +18,38 @@ TESTS_DIR = pathlib.Path(__file__).parent
 
 
 def _train(tmp_path, *flags, env_id="hanging_env:HangingCartPole-v1", **environ):
-    env = dict(os.environ, HANGING_ENV_MARKER=str(tmp_path / "hung"), **environ,
-               PYTHONPATH=os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH"))
-                                          if p))
+    env = dict(
+        os.environ,
+        HANGING_ENV_MARKER=str(tmp_path / "hung"),
+        **environ,
+        PYTHONPATH=os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p),
+    )
     logdir = tmp_path / "run"
     done = subprocess.run(
-        [sys.executable, "-m", "impala_rep", "train", "--env", env_id,
-         "--envs-per-actor", "8", "--batch-size", "8", "--total-frames", "4000",
-         "--actor-timeout", "20", "--logdir", str(logdir), *flags],
-        capture_output=True, text=True, timeout=600, env=env)
+        [
+            sys.executable,
+            "-m",
+            "impala_rep",
+            "train",
+            "--env",
+            env_id,
+            "--envs-per-actor",
+            "8",
+            "--batch-size",
+            "8",
+            "--total-frames",
+            "4000",
+            "--actor-timeout",
+            "20",
+            "--logdir",
+            str(logdir),
+            *flags,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     return done, logdir
 
 
@@ -39,10 +62,15 @@ def _events(logdir):
 # has no batch and both wait), and with the local launcher's threads. A replacement's
 # start-up (Ray's: a process, its envs, tens of seconds on a loaded machine) does not
 # count against the limit (a second restart would fail the test).
-@pytest.mark.parametrize("flags", [
-    ["--num-actors", "2", "--learner-hosts", "2"],
-    ["--num-actors", "1", "--launcher", "local", "--actor-timeout", "8"],
-], ids=["ray-two-learner-hosts", "local"])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--num-actors", "2", "--learner-hosts", "2"],
+        ["--num-actors", "1", "--launcher", "local", "--actor-timeout", "8"],
+    ],
+    ids=["ray-two-learner-hosts", "local"],
+)
+@pytest.mark.launches
 def test_a_hung_actor_is_replaced_and_the_run_finishes(tmp_path, flags):
     done, logdir = _train(tmp_path, *flags)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -55,12 +83,21 @@ def test_a_hung_actor_is_replaced_and_the_run_finishes(tmp_path, flags):
     assert "hung, replaced" in done.stdout + done.stderr  # the console says it too
 
 
+@pytest.mark.launches
 def test_an_actor_slow_to_start_is_not_taken_for_hung(tmp_path):
     """Its 8 envs take 1 s each to build: 8 s of start-up against a 4-s limit on
     silence, which counts from the end of start-up."""
-    done, logdir = _train(tmp_path, "--num-actors", "1", "--launcher", "local",
-                          "--actor-timeout", "4", env_id="slow_start_env:SlowStartCartPole-v1",
-                          SLOW_START_S="1.0")
+    done, logdir = _train(
+        tmp_path,
+        "--num-actors",
+        "1",
+        "--launcher",
+        "local",
+        "--actor-timeout",
+        "4",
+        env_id="slow_start_env:SlowStartCartPole-v1",
+        SLOW_START_S="1.0",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert [e for e in _events(logdir) if e["event"] == "actor_restart"] == []
     last = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()][-1]

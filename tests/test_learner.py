@@ -12,13 +12,13 @@ import re
 import subprocess
 import sys
 
+import learner_worker
 import numpy as np
-from random_unrolls import random_unroll
 import pytest
 import tensorflow as tf
-
-import learner_worker
 from manual_update import manual_impala_loss
+from random_unrolls import random_unroll
+
 from impala_rep import Replicator
 from impala_rep.agent import MLPAgent
 from impala_rep.config import LossConfig, OptimizerConfig
@@ -27,6 +27,7 @@ from impala_rep.learner.optimizers import paper_rmsprop
 
 WORKER = pathlib.Path(__file__).with_name("learner_worker.py")
 T, B, A, OBS = 4, 6, 3, 5
+DEFAULT_LOSS = LossConfig()  # frozen, so one shared instance is a safe default
 
 
 @pytest.fixture(scope="module")
@@ -35,16 +36,24 @@ def replicator():
 
 
 def make_batch(seed=0, policy_version=None):
-    return random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=seed, policy_version=policy_version)
+    return random_unroll(
+        T=T, B=B, obs_size=OBS, num_actions=A, seed=seed, policy_version=policy_version
+    )
 
 
-def make_learner(replicator, *, sgd_lr=None, total_steps=100, loss=LossConfig(), **optimizer):
+def make_learner(replicator, *, sgd_lr=None, total_steps=100, loss=DEFAULT_LOSS, **optimizer):
     """A Learner of a small MLP; `optimizer`: OptimizerConfig fields; `sgd_lr`: plain SGD instead
     of the paper's RMSProp."""
     make_optimizer = None if sgd_lr is None else (lambda: tf.keras.optimizers.SGD(sgd_lr))
-    return Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(16, 16)), replicator=replicator,
-                   observation_shape=(OBS,), total_steps=total_steps, loss=loss,
-                   optimizer=OptimizerConfig(**optimizer), make_optimizer=make_optimizer)
+    return Learner(
+        agent=MLPAgent(num_actions=A, hidden_sizes=(16, 16)),
+        replicator=replicator,
+        observation_shape=(OBS,),
+        total_steps=total_steps,
+        loss=loss,
+        optimizer=OptimizerConfig(**optimizer),
+        make_optimizer=make_optimizer,
+    )
 
 
 def manual_gradient(weights, batch, config):
@@ -63,14 +72,25 @@ def global_norm(arrays):
 
 
 # The default loss settings, and others in every field the loss uses (reward clipping off).
-LOSS_CONFIGS = [LossConfig(), LossConfig(discount=0.9, baseline_cost=0.25, entropy_cost=0.05,
-                                         clip_rho_threshold=None, clip_pg_rho_threshold=2.0,
-                                         lambda_=0.9, reward_clipping="none"),
-                LossConfig(surrogate_clip=0.2, kl_cost=0.5),
-                LossConfig(surrogate_clip=None, normalize_advantages=True)]
+LOSS_CONFIGS = [
+    LossConfig(),
+    LossConfig(
+        discount=0.9,
+        baseline_cost=0.25,
+        entropy_cost=0.05,
+        clip_rho_threshold=None,
+        clip_pg_rho_threshold=2.0,
+        lambda_=0.9,
+        reward_clipping="none",
+    ),
+    LossConfig(surrogate_clip=0.2, kl_cost=0.5),
+    LossConfig(surrogate_clip=None, normalize_advantages=True),
+]
 
 
-@pytest.mark.parametrize("loss_config", LOSS_CONFIGS, ids=["default", "other", "appo", "normalized"])
+@pytest.mark.parametrize(
+    "loss_config", LOSS_CONFIGS, ids=["default", "other", "appo", "normalized"]
+)
 def test_step_equals_manual_sgd_update(replicator, loss_config):
     lr = 0.01
     learner = make_learner(replicator, sgd_lr=lr, max_grad_norm=None, loss=loss_config)
@@ -92,11 +112,27 @@ def test_step_equals_manual_sgd_update(replicator, loss_config):
     assert metrics["grad_norm"] == pytest.approx(global_norm(grads), rel=1e-5)
     assert metrics["learning_rate"] == pytest.approx(lr)
     assert metrics["learner_steps"] == 1.0  # the counter after the step, as num_steps reads it
-    expected = {"loss", "pg_loss", "baseline_loss", "entropy_loss", "entropy",
-                "vtrace_rho_clipped_fraction", "rho_mean", "advantage_mean", "value_mean",
-                "kl", "value_explained_variance", "vtrace_target_mean", "vtrace_target_square_mean",
-                "grad_norm", "learning_rate", "passes", "learner_steps", "policy_lag_mean",
-                "policy_lag_max"}
+    expected = {
+        "loss",
+        "pg_loss",
+        "baseline_loss",
+        "entropy_loss",
+        "entropy",
+        "vtrace_rho_clipped_fraction",
+        "rho_mean",
+        "advantage_mean",
+        "value_mean",
+        "kl",
+        "value_explained_variance",
+        "vtrace_target_mean",
+        "vtrace_target_square_mean",
+        "grad_norm",
+        "learning_rate",
+        "passes",
+        "learner_steps",
+        "policy_lag_mean",
+        "policy_lag_max",
+    }
     if loss_config.surrogate_clip is not None:
         expected.add("surrogate_clipped_fraction")
     assert set(metrics) == expected
@@ -136,8 +172,9 @@ def test_learning_rate_decays_linearly_to_zero_and_compiles_once(replicator):
     traced = len(traces)
     rates += [learner.step(batch)["learning_rate"] for _ in range(total + 1)]
 
-    np.testing.assert_allclose(rates, [lr * (1 - k / total) for k in range(total)] + [0.0, 0.0],
-                               rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(
+        rates, [lr * (1 - k / total) for k in range(total)] + [0.0, 0.0], rtol=1e-6, atol=1e-12
+    )
     assert 1 <= traced <= 2 and len(traces) == traced  # fixed shapes: no retracing after
     # At learning rate 0 RMSProp leaves the weights alone.
     _, before = learner.get_weights()
@@ -151,8 +188,14 @@ def test_adam_steps_equal_manual_adam_updates(replicator):
     root of the uncorrected second moment, as Keras does) at the decaying learning rate,
     its moments carried from step to step."""
     lr, eps, total, b1, b2 = 0.01, 1e-5, 10, 0.9, 0.999
-    learner = make_learner(replicator, optimizer="adam", learning_rate=lr, adam_epsilon=eps,
-                           total_steps=total, max_grad_norm=None)
+    learner = make_learner(
+        replicator,
+        optimizer="adam",
+        learning_rate=lr,
+        adam_epsilon=eps,
+        total_steps=total,
+        max_grad_norm=None,
+    )
     assert isinstance(learner.optimizer.optimizer, tf.keras.optimizers.Adam)
     _, weights = learner.get_weights()
     m = [np.zeros_like(w, np.float64) for w in weights]
@@ -163,9 +206,11 @@ def test_adam_steps_equal_manual_adam_updates(replicator):
         rate = lr * (1 - (t - 1) / total)
         m = [b1 * mi + (1 - b1) * g for mi, g in zip(m, grads)]
         v = [b2 * vi + (1 - b2) * np.square(g, dtype=np.float64) for vi, g in zip(v, grads)]
-        alpha = rate * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
-        weights = [(w - alpha * mi / (np.sqrt(vi) + eps)).astype(np.float32)
-                   for w, mi, vi in zip(weights, m, v)]
+        alpha = rate * np.sqrt(1 - b2**t) / (1 - b1**t)
+        weights = [
+            (w - alpha * mi / (np.sqrt(vi) + eps)).astype(np.float32)
+            for w, mi, vi in zip(weights, m, v)
+        ]
 
         metrics = learner.step(batch)
 
@@ -192,7 +237,8 @@ def test_passes_equal_as_many_steps_on_the_same_batch(replicator):
     assert last["policy_lag_max"] == 2.0
     assert metrics["passes"] == 3.0 and last["passes"] == 1.0
     assert {k: v for k, v in metrics.items() if "lag" not in k and k != "passes"} == {
-        k: v for k, v in last.items() if "lag" not in k and k != "passes"}
+        k: v for k, v in last.items() if "lag" not in k and k != "passes"
+    }
     for bad in (0, 1.5, True):
         with pytest.raises(ValueError, match="passes must be an integer >= 1"):
             together.step(batch, passes=bad)
@@ -291,29 +337,57 @@ def test_make_optimizer_is_called_inside_the_scope(replicator):
         calls.append(tf.distribute.get_strategy() is replicator.strategy)
         return tf.keras.optimizers.SGD(0.1)
 
-    learner = Learner(agent=MLPAgent(num_actions=A), replicator=replicator, observation_shape=(OBS,),
-                      total_steps=1, make_optimizer=make_optimizer)
+    learner = Learner(
+        agent=MLPAgent(num_actions=A),
+        replicator=replicator,
+        observation_shape=(OBS,),
+        total_steps=1,
+        make_optimizer=make_optimizer,
+    )
     assert calls == [True]
-    assert replicator.strategy.extended.variable_created_in_scope(learner.optimizer.iterations.value)
+    assert replicator.strategy.extended.variable_created_in_scope(
+        learner.optimizer.iterations.value
+    )
 
 
-@pytest.mark.parametrize("config, field, key, value, allowed", [
-    (OptimizerConfig, "learning_rate", "learning_rate", 0.0, "must be a positive number"),
-    (OptimizerConfig, "learning_rate", "learning_rate", float("nan"), "must be a positive number"),
-    (LossConfig, "discount", "discount", 1.5, r"must be in \[0, 1\]"),
-    (LossConfig, "baseline_cost", "baseline_cost", -1.0, "must be >= 0"),
-    (LossConfig, "entropy_cost", "entropy_cost", "0.1", "must be >= 0"),
-    (LossConfig, "clip_rho_threshold", "clip_rho_threshold", 0.0, "must be > 0, or None"),
-    (LossConfig, "clip_pg_rho_threshold", "clip_pg_rho_threshold", -1.0, "must be > 0, or None"),
-    (LossConfig, "lambda_", "lambda", -0.1, r"must be in \[0, 1\]"),
-    (OptimizerConfig, "rmsprop_decay", "rmsprop_decay", 1.0, r"must be in \[0, 1\)"),
-    (OptimizerConfig, "rmsprop_epsilon", "rmsprop_epsilon", 0.0, "must be a positive number"),
-    (OptimizerConfig, "rmsprop_momentum", "rmsprop_momentum", -0.5, r"must be in \[0, 1\)"),
-    (OptimizerConfig, "max_grad_norm", "max_grad_norm", 0.0, "must be a positive number, or None"),
-    (OptimizerConfig, "optimizer", "optimizer", "sgd", "must be one of rmsprop, adam"),
-    (OptimizerConfig, "adam_epsilon", "adam_epsilon", -1e-8, "must be a positive number"),
-    (LossConfig, "reward_clipping", "reward_clipping", "clip", "must be 'abs_one' or 'none'"),
-])
+@pytest.mark.parametrize(
+    "config, field, key, value, allowed",
+    [
+        (OptimizerConfig, "learning_rate", "learning_rate", 0.0, "must be a positive number"),
+        (
+            OptimizerConfig,
+            "learning_rate",
+            "learning_rate",
+            float("nan"),
+            "must be a positive number",
+        ),
+        (LossConfig, "discount", "discount", 1.5, r"must be in \[0, 1\]"),
+        (LossConfig, "baseline_cost", "baseline_cost", -1.0, "must be >= 0"),
+        (LossConfig, "entropy_cost", "entropy_cost", "0.1", "must be >= 0"),
+        (LossConfig, "clip_rho_threshold", "clip_rho_threshold", 0.0, "must be > 0, or None"),
+        (
+            LossConfig,
+            "clip_pg_rho_threshold",
+            "clip_pg_rho_threshold",
+            -1.0,
+            "must be > 0, or None",
+        ),
+        (LossConfig, "lambda_", "lambda", -0.1, r"must be in \[0, 1\]"),
+        (OptimizerConfig, "rmsprop_decay", "rmsprop_decay", 1.0, r"must be in \[0, 1\)"),
+        (OptimizerConfig, "rmsprop_epsilon", "rmsprop_epsilon", 0.0, "must be a positive number"),
+        (OptimizerConfig, "rmsprop_momentum", "rmsprop_momentum", -0.5, r"must be in \[0, 1\)"),
+        (
+            OptimizerConfig,
+            "max_grad_norm",
+            "max_grad_norm",
+            0.0,
+            "must be a positive number, or None",
+        ),
+        (OptimizerConfig, "optimizer", "optimizer", "sgd", "must be one of rmsprop, adam"),
+        (OptimizerConfig, "adam_epsilon", "adam_epsilon", -1e-8, "must be a positive number"),
+        (LossConfig, "reward_clipping", "reward_clipping", "clip", "must be 'abs_one' or 'none'"),
+    ],
+)
 def test_loss_and_optimizer_configs_reject_bad_values(config, field, key, value, allowed):
     with pytest.raises(ValueError, match=rf"^bad {key} {re.escape(repr(value))}: {allowed}$"):
         config(**{field: value})
@@ -321,37 +395,67 @@ def test_loss_and_optimizer_configs_reject_bad_values(config, field, key, value,
 
 @pytest.mark.parametrize("total_steps", [0, 2.5, True])
 def test_learner_and_paper_rmsprop_reject_bad_step_counts(replicator, total_steps):
-    with pytest.raises(ValueError, match=rf"^total_steps must be an integer >= 1, got {total_steps!r}$"):
-        Learner(agent=MLPAgent(num_actions=A), replicator=replicator, observation_shape=(OBS,),
-                total_steps=total_steps)
-    with pytest.raises(ValueError, match=rf"^decay_steps must be an integer >= 1, got {total_steps!r}$"):
+    with pytest.raises(
+        ValueError, match=rf"^total_steps must be an integer >= 1, got {total_steps!r}$"
+    ):
+        Learner(
+            agent=MLPAgent(num_actions=A),
+            replicator=replicator,
+            observation_shape=(OBS,),
+            total_steps=total_steps,
+        )
+    with pytest.raises(
+        ValueError, match=rf"^decay_steps must be an integer >= 1, got {total_steps!r}$"
+    ):
         paper_rmsprop(OptimizerConfig(), decay_steps=total_steps)
 
 
 def test_learner_arguments_defaults_and_optional_clipping(replicator):
     loss = LossConfig(clip_rho_threshold=None, reward_clipping="none")
     optimizer = OptimizerConfig(max_grad_norm=None)
-    assert loss.clip_rho_threshold is None and loss.discount == 0.99 and optimizer.max_grad_norm is None
+    assert (
+        loss.clip_rho_threshold is None
+        and loss.discount == 0.99
+        and optimizer.max_grad_norm is None
+    )
     with pytest.raises(TypeError):
         Learner(agent=MLPAgent(num_actions=A), replicator=replicator, observation_shape=(OBS,))
-    with pytest.raises(TypeError, match="^loss must be an impala_rep.LossConfig, got OptimizerConfig$"):
-        Learner(agent=MLPAgent(num_actions=A), replicator=replicator, observation_shape=(OBS,),
-                total_steps=1, loss=optimizer)
-    with pytest.raises(TypeError, match="^optimizer must be an impala_rep.OptimizerConfig, got LossConfig$"):
-        Learner(agent=MLPAgent(num_actions=A), replicator=replicator, observation_shape=(OBS,),
-                total_steps=1, optimizer=loss)
+    with pytest.raises(
+        TypeError, match="^loss must be an impala_rep.LossConfig, got OptimizerConfig$"
+    ):
+        Learner(
+            agent=MLPAgent(num_actions=A),
+            replicator=replicator,
+            observation_shape=(OBS,),
+            total_steps=1,
+            loss=optimizer,
+        )
+    with pytest.raises(
+        TypeError, match="^optimizer must be an impala_rep.OptimizerConfig, got LossConfig$"
+    ):
+        Learner(
+            agent=MLPAgent(num_actions=A),
+            replicator=replicator,
+            observation_shape=(OBS,),
+            total_steps=1,
+            optimizer=loss,
+        )
 
 
 @pytest.fixture(scope="module")
 def two_replicas():
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run([sys.executable, str(WORKER), "2"], capture_output=True, text=True,
-                          timeout=300, env=env)
+    proc = subprocess.run(
+        [sys.executable, str(WORKER), "2"], capture_output=True, text=True, timeout=300, env=env
+    )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, f"worker failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return json.loads(lines[-1][len("RESULT "):])
+    assert proc.returncode == 0 and lines, (
+        f"worker failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
+@pytest.mark.launches
 @pytest.mark.parametrize("optimizer", learner_worker.CASES)
 def test_two_replicas_equal_one(replicator, two_replicas, optimizer):
     single = learner_worker.run_case(replicator, optimizer)
@@ -360,13 +464,15 @@ def test_two_replicas_equal_one(replicator, two_replicas, optimizer):
     assert two_replicas["num_steps"] == single["num_steps"] == learner_worker.STEPS
     np.testing.assert_array_equal(
         np.concatenate([np.ravel(w) for w in two_replicas["initial"]]),
-        np.concatenate([np.ravel(w) for w in single["initial"]]))
+        np.concatenate([np.ravel(w) for w in single["initial"]]),
+    )
     # Replicas stay identical, and training moved the weights.
     for copies in two_replicas["replicas"]:
         assert len(copies) == 2
         np.testing.assert_array_equal(copies[0], copies[1])
-    moved = max(np.abs(np.subtract(w, i)).max()
-                for w, i in zip(single["weights"], single["initial"]))
+    moved = max(
+        np.abs(np.subtract(w, i)).max() for w, i in zip(single["weights"], single["initial"])
+    )
     assert moved > 1e-2
     for w2, w1 in zip(two_replicas["weights"], single["weights"]):
         np.testing.assert_allclose(w2, w1, rtol=1e-5, atol=1e-5)
@@ -386,9 +492,15 @@ def test_loss_grad_norms_are_the_norms_of_each_parts_own_gradient(replicator):
     weighted part alone; the loss is linear in its costs, so a part's gradient is the
     difference of two manual gradients whose configs differ in that part's cost only."""
     config = LossConfig(entropy_cost=0.05, kl_cost=0.3)
-    learner = Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(16, 16)), replicator=replicator,
-                      observation_shape=(OBS,), total_steps=100, loss=config,
-                      make_optimizer=lambda: tf.keras.optimizers.SGD(0.01), loss_grad_norms=True)
+    learner = Learner(
+        agent=MLPAgent(num_actions=A, hidden_sizes=(16, 16)),
+        replicator=replicator,
+        observation_shape=(OBS,),
+        total_steps=100,
+        loss=config,
+        make_optimizer=lambda: tf.keras.optimizers.SGD(0.01),
+        loss_grad_norms=True,
+    )
     batch = make_batch(seed=3)
     before = learner.get_weights()[1]
     metrics = learner.step(batch)
@@ -398,12 +510,20 @@ def test_loss_grad_norms_are_the_norms_of_each_parts_own_gradient(replicator):
 
     zero = dict(baseline_cost=0.0, entropy_cost=0.0, kl_cost=0.0)
     pg_only = gradient(**zero)
-    parts = {"pg_loss": pg_only,
-             "baseline_loss": [a - b for a, b in zip(gradient(**{**zero, "baseline_cost": 0.5}), pg_only)],
-             "entropy_loss": [a - b for a, b in zip(gradient(**{**zero, "entropy_cost": 0.05}), pg_only)],
-             "kl_loss": [a - b for a, b in zip(gradient(**{**zero, "kl_cost": 0.3}), pg_only)]}
+    parts = {
+        "pg_loss": pg_only,
+        "baseline_loss": [
+            a - b for a, b in zip(gradient(**{**zero, "baseline_cost": 0.5}), pg_only)
+        ],
+        "entropy_loss": [
+            a - b for a, b in zip(gradient(**{**zero, "entropy_cost": 0.05}), pg_only)
+        ],
+        "kl_loss": [a - b for a, b in zip(gradient(**{**zero, "kl_cost": 0.3}), pg_only)],
+    }
     for name, grads in parts.items():
-        assert metrics[f"grad_norm_{name}"] == pytest.approx(global_norm(grads), rel=1e-4, abs=1e-6), name
+        assert metrics[f"grad_norm_{name}"] == pytest.approx(
+            global_norm(grads), rel=1e-4, abs=1e-6
+        ), name
     assert metrics["grad_norm_entropy_loss"] > 0 and metrics["grad_norm_kl_loss"] > 0
     # Without the option, no such metric (and no extra backward passes).
     assert not any(k.startswith("grad_norm_") for k in make_learner(replicator).step(batch))

@@ -35,35 +35,50 @@ def mlp_agent(num_actions, hidden_sizes):
 
 # --- no cluster needed --------------------------------------------------------------
 
+
 def test_tf_config_lists_every_host_and_names_this_one():
     assert tf_config(["10.0.0.1:1234", "10.0.0.2:1234"], 1) == {
         "cluster": {"worker": ["10.0.0.1:1234", "10.0.0.2:1234"]},
-        "task": {"type": "worker", "index": 1}}
+        "task": {"type": "worker", "index": 1},
+    }
     port = free_port("127.0.0.1")
     assert 0 < port < 65536
 
 
-@pytest.mark.parametrize("addresses, index, message", [
-    ([], 0, "at least one"),
-    (["10.0.0.1"], 0, "bad learner host address '10.0.0.1'"),
-    (["a:1", "a:1"], 0, "repeat"),
-    (["a:1", "b:1"], 2, "bad learner host index 2: expected 0..1"),
-])
+@pytest.mark.parametrize(
+    "addresses, index, message",
+    [
+        ([], 0, "at least one"),
+        (["10.0.0.1"], 0, "bad learner host address '10.0.0.1'"),
+        (["a:1", "a:1"], 0, "repeat"),
+        (["a:1", "b:1"], 2, "bad learner host index 2: expected 0..1"),
+    ],
+)
 def test_tf_config_rejects_bad_groups(addresses, index, message):
     with pytest.raises(ValueError, match=message):
         tf_config(addresses, index)
 
 
-@pytest.mark.parametrize("settings, message", [
-    (dict(learner_hosts=2, learner_devices="cpu:2"), "bad learner_devices 'cpu:2': with learner_hosts 2"),
-    (dict(learner_hosts=2, learner_devices="tpu"), "bad learner_devices 'tpu'"),
-    (dict(learner_hosts=2, num_actors=1), "bad num_actors 1: every one of the 2 learner hosts"),
-    (dict(learner_hosts=2, num_actors=2, batch_size=15), "bad batch_size 15: must split evenly over 2 "
-                                                         "learner hosts x 1 replicas each"),
-    (dict(learner_hosts=0), "bad learner_hosts 0"),
-    (dict(learner_hosts=2, num_actors=2, launcher="local"), "bad learner_hosts 2: must be 1 with "
-                                                            "--launcher local"),
-])
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        (
+            dict(learner_hosts=2, learner_devices="cpu:2"),
+            "bad learner_devices 'cpu:2': with learner_hosts 2",
+        ),
+        (dict(learner_hosts=2, learner_devices="tpu"), "bad learner_devices 'tpu'"),
+        (dict(learner_hosts=2, num_actors=1), "bad num_actors 1: every one of the 2 learner hosts"),
+        (
+            dict(learner_hosts=2, num_actors=2, batch_size=15),
+            "bad batch_size 15: must split evenly over 2 learner hosts x 1 replicas each",
+        ),
+        (dict(learner_hosts=0), "bad learner_hosts 0"),
+        (
+            dict(learner_hosts=2, num_actors=2, launcher="local"),
+            "bad learner_hosts 2: must be 1 with --launcher local",
+        ),
+    ],
+)
 def test_config_refuses_what_a_group_cannot_run(settings, message):
     with pytest.raises(ValueError, match=message):
         TrainConfig.from_keys(settings)
@@ -71,12 +86,23 @@ def test_config_refuses_what_a_group_cannot_run(settings, message):
 
 def test_merged_report_adds_frames_and_takes_the_common_step():
     def report(steps, frames, queued, returns, mean, lag, **extra):
-        return LearnerReport(learner_steps=steps, frames_produced=frames + queued, frames_consumed=frames,
-                             frames_queued=queued, queue_size=1, learner_busy_s=2.0,
-                             new_episode_returns=tuple(returns), episodes=len(returns),
-                             episode_return_mean=mean, window_episodes=len(returns),
-                             metrics={"loss": 1.5}, policy_lag_mean=lag, policy_lag_max=lag,
-                             done=False, **extra)
+        return LearnerReport(
+            learner_steps=steps,
+            frames_produced=frames + queued,
+            frames_consumed=frames,
+            frames_queued=queued,
+            queue_size=1,
+            learner_busy_s=2.0,
+            new_episode_returns=tuple(returns),
+            episodes=len(returns),
+            episode_return_mean=mean,
+            window_episodes=len(returns),
+            metrics={"loss": 1.5},
+            policy_lag_mean=lag,
+            policy_lag_max=lag,
+            done=False,
+            **extra,
+        )
 
     chief = report(5, 100, 20, [1.0], 1.0, 2.0, last_checkpoint=("ckpt-5", 5))
     other = report(4, 80, 0, [3.0, 3.0], 3.0, 4.0, error="Traceback ...")
@@ -112,6 +138,7 @@ def test_addresses_that_keep_colliding_are_an_error_naming_them():
 
 # --- through Ray -----------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def reference_replicator():
     """One single-device Replicator for this module's in-process learners."""
@@ -129,13 +156,24 @@ def test_publish_keeps_small_weights_in_the_reply_and_puts_large_ones_in_the_sto
     np.testing.assert_array_equal(ray.get(ref)[0], large[0])
 
 
-def test_two_hosts_stay_identical_and_equal_one_learner_on_the_whole_batch(local_ray,
-                                                                          reference_replicator):
+def test_two_hosts_stay_identical_and_equal_one_learner_on_the_whole_batch(
+    local_ray, reference_replicator
+):
     # Reward scaling on (the default), rewards unclipped, so the scale shows in the update.
-    config = TrainConfig.from_keys(dict(num_actors=2, learner_hosts=2, unroll_length=T, batch_size=B,
-                                        total_frames=STEPS * T * B, queue_capacity=2,
-                                        learning_rate=0.05, hidden_sizes=(8,),
-                                        reward_clipping="none", passes=2))
+    config = TrainConfig.from_keys(
+        dict(
+            num_actors=2,
+            learner_hosts=2,
+            unroll_length=T,
+            batch_size=B,
+            total_frames=STEPS * T * B,
+            queue_capacity=2,
+            learning_rate=0.05,
+            hidden_sizes=(8,),
+            reward_clipping="none",
+            passes=2,
+        )
+    )
     assert config.loss.normalize_rewards
     factory = functools.partial(mlp_agent, A, (8,))
     group = create_learner_group(config, (OBS,), factory)
@@ -145,16 +183,27 @@ def test_two_hosts_stay_identical_and_equal_one_learner_on_the_whole_batch(local
         initial = published[0]  # this MLP's weights are small: carried in the reply itself
         assert not isinstance(initial, ray.ObjectRef)
         assert version == 0
-        batches = [random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=s) for s in range(STEPS)]
+        batches = [
+            random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=s) for s in range(STEPS)
+        ]
         # Each host's actors report other return moments: the hosts must still agree on one
         # scale, that of every host's moments merged.
-        moments = [[(10.0 + s + k, 3.0 * k - s, 4.0 + 20.0 * k + s) for k in range(2)]
-                   for s in range(STEPS)]
+        moments = [
+            [(10.0 + s + k, 3.0 * k - s, 4.0 + 20.0 * k + s) for k in range(2)]
+            for s in range(STEPS)
+        ]
         for s, batch in enumerate(batches):  # host k gets columns [k B/2, (k+1) B/2) of every batch
-            ray.get([host.enqueue.remote(slice_columns(batch, k * B // 2, (k + 1) * B // 2),
-                                         EpisodeStats(np.zeros(0), np.zeros(0, np.int64),
-                                                      return_moments=moments[s][k]))
-                     for k, host in enumerate(group.hosts)])
+            ray.get(
+                [
+                    host.enqueue.remote(
+                        slice_columns(batch, k * B // 2, (k + 1) * B // 2),
+                        EpisodeStats(
+                            np.zeros(0), np.zeros(0, np.int64), return_moments=moments[s][k]
+                        ),
+                    )
+                    for k, host in enumerate(group.hosts)
+                ]
+            )
         report = group.report()
         for _ in range(600):
             if report.done:
@@ -197,9 +246,14 @@ def reference_learner(config, factory, replicator, observation_shape):
     """One learner with no group, as a run with `config` builds it."""
     from impala_rep.learner.learner import Learner
 
-    return Learner(agent=factory(), replicator=replicator, observation_shape=observation_shape,
-                   total_steps=config.total_learner_steps(), loss=config.loss,
-                   optimizer=config.optimizer)
+    return Learner(
+        agent=factory(),
+        replicator=replicator,
+        observation_shape=observation_shape,
+        total_steps=config.total_learner_steps(),
+        loss=config.loss,
+        optimizer=config.optimizer,
+    )
 
 
 def _failing_agent():
@@ -221,9 +275,10 @@ def test_a_host_answers_actors_only_once_built_and_refuses_them_if_its_build_fai
         except RuntimeError as err:
             answers[name] = str(err)
 
-    waiting = [threading.Thread(target=ask, args=("weights", host.latest_weights), daemon=True),
-               threading.Thread(target=ask, args=("enqueue", lambda: host.enqueue(None)),
-                                daemon=True)]
+    waiting = [
+        threading.Thread(target=ask, args=("weights", host.latest_weights), daemon=True),
+        threading.Thread(target=ask, args=("enqueue", lambda: host.enqueue(None)), daemon=True),
+    ]
     for thread in waiting:
         thread.start()
     time.sleep(0.5)

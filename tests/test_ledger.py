@@ -13,20 +13,44 @@ sys.path.insert(0, str(ROOT / "docs"))
 import ledger  # noqa: E402
 
 
-def _write(results, *, task="cartpole", label="defaults", seed=1, frames=100_000, seconds=20.0,
-           extra=(), greedy=500.0):
+def _write(
+    results,
+    *,
+    task="cartpole",
+    label="defaults",
+    seed=1,
+    frames=100_000,
+    seconds=20.0,
+    extra=(),
+    greedy=500.0,
+):
     return ledger.write_record(
-        benchmark="learning", task=task, label=label, seed=seed,
+        benchmark="learning",
+        task=task,
+        label=label,
+        seed=seed,
         command=[str(ROOT / ".venv" / "bin" / "impala-rep"), "train", "--seed", str(seed)],
-        figures={"frames_to_threshold": frames, "seconds_to_threshold": seconds,
-                 "final_return": 490.0, "greedy_return": greedy, "greedy_std": 0.0,
-                 "frames": 1_000_000, "seconds": 40.0},
+        figures={
+            "frames_to_threshold": frames,
+            "seconds_to_threshold": seconds,
+            "final_return": 490.0,
+            "greedy_return": greedy,
+            "greedy_std": 0.0,
+            "frames": 1_000_000,
+            "seconds": 40.0,
+        },
         curve=[(0, 10.0), (frames or 1_000_000, 480.0)],
-        settings={"env": "CartPole-v1", "threshold": 475.0, "total_frames": 1_000_000,
-                  "extra_flags": list(extra)},
-        results=results)
+        settings={
+            "env": "CartPole-v1",
+            "threshold": 475.0,
+            "total_frames": 1_000_000,
+            "extra_flags": list(extra),
+        },
+        results=results,
+    )
 
 
+@pytest.mark.launches
 def test_a_record_says_what_ran_where_and_what_it_measured(tmp_path):
     path = _write(tmp_path / "results")
     record = json.loads(path.read_text())
@@ -40,6 +64,7 @@ def test_a_record_says_what_ran_where_and_what_it_measured(tmp_path):
     assert record["date"].endswith("+00:00")
 
 
+@pytest.mark.launches
 def test_the_newest_batch_is_one_invocations_seeds(tmp_path):
     results = tmp_path / "results"
     old = _write(results, label="old", seed=1, frames=900_000)
@@ -54,6 +79,7 @@ def test_the_newest_batch_is_one_invocations_seeds(tmp_path):
     assert ledger.spread([None, None]) is None
 
 
+@pytest.mark.launches
 def test_the_results_table_takes_default_runs_only(tmp_path):
     import generate
 

@@ -15,15 +15,24 @@ import textwrap
 
 import numpy as np
 import pytest
-
 from test_shutdown import start_training, wait_for_training
 
 from impala_rep.run.run_log import read_metrics
 
 # A target KL that stops most batches' passes early: the learning-rate schedule must still
 # follow the frames (below), and local and Ray runs must still agree.
-SMALL = dict(env="CartPole-v1", num_actors=2, envs_per_actor=16, unroll_length=20, batch_size=16,
-             total_frames=40_000, seed=4, report_every=0.5, checkpoint_every=1.0, target_kl=0.002)
+SMALL = dict(
+    env="CartPole-v1",
+    num_actors=2,
+    envs_per_actor=16,
+    unroll_length=20,
+    batch_size=16,
+    total_frames=40_000,
+    seed=4,
+    report_every=0.5,
+    checkpoint_every=1.0,
+    target_kl=0.002,
+)
 
 
 def train_in_subprocess(keys: dict, *, resume: bool = False) -> subprocess.CompletedProcess:
@@ -60,6 +69,7 @@ def copy_of(run, tmp_path):
     return pathlib.Path(shutil.copytree(logdir, tmp_path / "run"))
 
 
+@pytest.mark.launches
 def test_local_run_starts_no_ray_and_resumes(local_run, tmp_path):
     logdir, proc = local_run
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -74,11 +84,12 @@ def test_local_run_starts_no_ray_and_resumes(local_run, tmp_path):
 
     # Resume, locally, with a further end: the counters continue from the checkpoint.
     logdir = copy_of(local_run, tmp_path)
-    more = train_in_subprocess({**SMALL, "launcher": "local", "logdir": str(logdir),
-                                "total_frames": 60_000}, resume=True)
+    more = train_in_subprocess(
+        {**SMALL, "launcher": "local", "logdir": str(logdir), "total_frames": 60_000}, resume=True
+    )
     assert more.returncode == 0, more.stderr[-3000:]
     assert f"resumed from {logdir / 'checkpoints'}" in more.stdout
-    after = read_metrics(logdir)[len(first):]
+    after = read_metrics(logdir)[len(first) :]
     assert after[0]["learner_steps"] >= steps and after[0]["frames"] >= frames
     assert after[-1]["frames"] >= 60_000
 
@@ -95,18 +106,28 @@ def test_local_and_ray_runs_write_the_same_records(local_ray, local_run, tmp_pat
     assert ray_records[-1]["frames"] >= SMALL["total_frames"] <= local_records[-1]["frames"]
     ray_config = json.loads((ray_dir / "config.json").read_text())
     local_config = json.loads((local_dir / "config.json").read_text())
-    assert local_config["run"].pop("launcher") == "local" and ray_config["run"].pop("launcher") == "ray"
+    assert (
+        local_config["run"].pop("launcher") == "local"
+        and ray_config["run"].pop("launcher") == "ray"
+    )
     ray_config["run"].pop("logdir"), local_config["run"].pop("logdir")
     assert ray_config == local_config
     assert sorted(p.name for p in ray_dir.iterdir()) == sorted(p.name for p in local_dir.iterdir())
 
 
+@pytest.mark.launches
 def test_a_crashing_env_stops_a_local_run_as_under_ray(tmp_path):
-    keys = {**SMALL, "launcher": "local", "env": "crashing_env:CrashingCartPole-v1",
-            "total_frames": 1_000_000, "max_actor_failures": 2, "logdir": str(tmp_path / "run")}
+    keys = {
+        **SMALL,
+        "launcher": "local",
+        "env": "crashing_env:CrashingCartPole-v1",
+        "total_frames": 1_000_000,
+        "max_actor_failures": 2,
+        "logdir": str(tmp_path / "run"),
+    }
     code = textwrap.dedent(f"""
         import sys
-        sys.path.insert(0, {str(__import__('pathlib').Path(__file__).parent)!r})
+        sys.path.insert(0, {str(__import__("pathlib").Path(__file__).parent)!r})
         from impala_rep.config import TrainConfig
         from impala_rep.run.training import TrainingFailed, train
         try:
@@ -116,11 +137,13 @@ def test_a_crashing_env_stops_a_local_run_as_under_ray(tmp_path):
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert ("FAILED actors keep failing: 3 actor failures within 600 s (limit 2); the last, in "
-            "actor") in proc.stdout
+    assert (
+        "FAILED actors keep failing: 3 actor failures within 600 s (limit 2); the last, in actor"
+    ) in proc.stdout
     assert "RuntimeError: simulated env crash" in proc.stdout
 
 
+@pytest.mark.launches
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_stops_a_local_run_with_a_checkpoint(tmp_path, signum, code):
     logdir = tmp_path / "run"
@@ -137,17 +160,33 @@ def test_a_signal_stops_a_local_run_with_a_checkpoint(tmp_path, signum, code):
     assert "continue with: impala-rep train --resume" in out
 
 
-def test_a_resume_with_another_batch_size_keeps_the_learning_rate_where_the_frames_are(local_run,
-                                                                                     tmp_path):
+@pytest.mark.launches
+def test_a_resume_with_another_batch_size_keeps_the_learning_rate_where_the_frames_are(
+    local_run, tmp_path
+):
     # 40k frames at B=16 (T*B = 320 per step), then resumed to 80k at B=32 (640 per step).
     # The rate decays linearly over frames: at 40k frames of 80k it is half the initial one
     # (counting steps instead, 125 done of 125 + 63 would give 1/3 left, ~0.33 lr0).
     logdir = copy_of(local_run, tmp_path)
     done = len(read_metrics(logdir))
     # Through the command, as a user resumes: only the flags given change the saved config.
-    more = subprocess.run([sys.executable, "-m", "impala_rep", "train", "--resume", str(logdir),
-                           "--total-frames", "80000", "--batch-size", "32"],
-                          capture_output=True, text=True, timeout=300)
+    more = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "impala_rep",
+            "train",
+            "--resume",
+            str(logdir),
+            "--total-frames",
+            "80000",
+            "--batch-size",
+            "32",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert more.returncode == 0, more.stderr[-3000:]
     assert json.loads((logdir / "config.json").read_text())["learner"]["batch_size"] == 32
     lr0, total, per_step = 5e-3, 80_000, 20 * 32
@@ -166,6 +205,7 @@ def test_a_resume_with_another_batch_size_keeps_the_learning_rate_where_the_fram
         assert lower - 1e-7 <= record["learning_rate"] <= upper + 1e-7, record
 
 
+@pytest.mark.launches
 @pytest.mark.parametrize("launcher", ["local", "ray"])
 def test_a_resume_that_fails_to_restore_leaves_config_json_as_it_was(local_run, tmp_path, launcher):
     """Under Ray the actors are already starting, waiting for the learner's first weights,
@@ -175,8 +215,10 @@ def test_a_resume_that_fails_to_restore_leaves_config_json_as_it_was(local_run, 
     logdir = copy_of(local_run, tmp_path)
     saved = (logdir / "config.json").read_bytes()
     # The driver reads the newest checkpoint's step from TensorFlow's own index.
-    steps = [int(path.name.split("-")[1].split(".")[0])
-             for path in (logdir / "checkpoints").glob("ckpt-*.index")]
+    steps = [
+        int(path.name.split("-")[1].split(".")[0])
+        for path in (logdir / "checkpoints").glob("ckpt-*.index")
+    ]
     assert steps and checkpoint_step(str(logdir)) == max(steps) > 0
     import tensorflow as tf
 
@@ -186,22 +228,54 @@ def test_a_resume_that_fails_to_restore_leaves_config_json_as_it_was(local_run, 
     assert newest_checkpoint(logdir / "checkpoints") == (state.model_checkpoint_path, max(steps))
     for data in (logdir / "checkpoints").glob("ckpt-*.data-*"):
         data.write_bytes(b"not a checkpoint")  # every checkpoint unreadable
-    more = subprocess.run([sys.executable, "-m", "impala_rep", "train", "--resume", str(logdir),
-                           "--launcher", launcher, "--total-frames", "60000", "--batch-size", "32"],
-                          capture_output=True, text=True, timeout=300)
+    more = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "impala_rep",
+            "train",
+            "--resume",
+            str(logdir),
+            "--launcher",
+            launcher,
+            "--total-frames",
+            "60000",
+            "--batch-size",
+            "32",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert more.returncode == 1, more.stdout + more.stderr
     assert "the learner could not start" in more.stderr and "Traceback" not in more.stderr
     assert (logdir / "config.json").read_bytes() == saved
 
 
+@pytest.mark.launches
 def test_the_evaluate_command_plays_the_final_checkpoint_quietly(local_run, tmp_path):
     logdir, proc = local_run
     assert proc.returncode == 0, proc.stderr[-3000:]
     steps, frames = result_of(proc)
     out = tmp_path / "evaluation.json"
-    done = subprocess.run([sys.executable, "-m", "impala_rep", "evaluate", str(logdir),
-                           "--episodes", "6", "--envs", "3", "--json", str(out)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "impala_rep",
+            "evaluate",
+            str(logdir),
+            "--episodes",
+            "6",
+            "--envs",
+            "3",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stderr == ""  # a quiet console: no TensorFlow notes
     assert done.stdout.count("\n") == 1 and "greedy policy, 6 episodes" in done.stdout

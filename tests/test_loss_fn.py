@@ -6,13 +6,13 @@ import pathlib
 import subprocess
 import sys
 
+import loss_fn_worker
 import numpy as np
 import pytest
 import tensorflow as tf
+from manual_update import manual_impala_loss
 from random_unrolls import random_unroll
 
-import loss_fn_worker
-from manual_update import manual_impala_loss
 from impala_rep import Learner, LossConfig, MLPAgent, OptimizerConfig, Replicator, impala_loss_fn
 from impala_rep.loss_fn import LossOutput
 
@@ -30,8 +30,11 @@ def l2_loss(*, agent, config, **tensors):
     """impala_loss_fn + L2 * sum(w^2)/2 (counted once over replicas), with an extra metric."""
     out = impala_loss_fn(agent=agent, config=config, **tensors)
     penalty = L2 * tf.add_n([tf.nn.l2_loss(v) for v in agent.trainable_variables])
-    return LossOutput(out.loss + tf.nn.scale_regularization_loss(penalty), out.sums,
-                      {**out.means, "penalty": tf.stop_gradient(penalty)})
+    return LossOutput(
+        out.loss + tf.nn.scale_regularization_loss(penalty),
+        out.sums,
+        {**out.means, "penalty": tf.stop_gradient(penalty)},
+    )
 
 
 def only_a_custom_metric(*, outputs, **unused):
@@ -57,10 +60,15 @@ def reports_the_learners_step_count(**tensors):
 
 
 def make_learner(replicator, loss_fn, lr):
-    return Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(16,)), replicator=replicator,
-                   observation_shape=(OBS,), total_steps=10,
-                   optimizer=OptimizerConfig(max_grad_norm=None),
-                   make_optimizer=lambda: tf.keras.optimizers.SGD(lr), loss_fn=loss_fn)
+    return Learner(
+        agent=MLPAgent(num_actions=A, hidden_sizes=(16,)),
+        replicator=replicator,
+        observation_shape=(OBS,),
+        total_steps=10,
+        optimizer=OptimizerConfig(max_grad_norm=None),
+        make_optimizer=lambda: tf.keras.optimizers.SGD(lr),
+        loss_fn=loss_fn,
+    )
 
 
 def manual_gradient(weights, batch, config):
@@ -100,12 +108,27 @@ def test_a_loss_may_report_only_its_own_metrics(replicator):
     assert "loss" not in metrics
 
 
-@pytest.mark.parametrize("loss_fn, error, match", [
-    (old_style_loss, TypeError, r"loss_fn must return an impala_rep.LossOutput\(loss, sums, means\), got a tuple"),
-    (reports_a_name_twice, ValueError, r"loss_fn metric names \['loss'\] are in both sums and means"),
-    (reports_the_learners_step_count, ValueError, r"metric names \['learner_steps'\] .* or are the "
-                                                  r"learner's own \(grad_norm, .*learner_steps"),
-])
+@pytest.mark.parametrize(
+    "loss_fn, error, match",
+    [
+        (
+            old_style_loss,
+            TypeError,
+            r"loss_fn must return an impala_rep.LossOutput\(loss, sums, means\), got a tuple",
+        ),
+        (
+            reports_a_name_twice,
+            ValueError,
+            r"loss_fn metric names \['loss'\] are in both sums and means",
+        ),
+        (
+            reports_the_learners_step_count,
+            ValueError,
+            r"metric names \['learner_steps'\] .* or are the "
+            r"learner's own \(grad_norm, .*learner_steps",
+        ),
+    ],
+)
 def test_a_loss_breaking_the_contract_is_named(replicator, loss_fn, error, match):
     # Raised while the step is traced (AutoGraph prefixes where, and keeps the type).
     learner = make_learner(replicator, loss_fn, 0.01)
@@ -115,11 +138,18 @@ def test_a_loss_breaking_the_contract_is_named(replicator, loss_fn, error, match
 
 
 def _two_replicas_and_one(replicator, case):
-    proc = subprocess.run([sys.executable, str(WORKER), "2", case], capture_output=True, text=True,
-                          timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    proc = subprocess.run(
+        [sys.executable, str(WORKER), "2", case],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+    )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, f"worker failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    two = json.loads(lines[-1][len("RESULT "):])
+    assert proc.returncode == 0 and lines, (
+        f"worker failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
+    two = json.loads(lines[-1][len("RESULT ") :])
     one = loss_fn_worker.run_case(replicator, case)
     assert (two["num_replicas"], one["num_replicas"]) == (2, 1)
     for i0, i1 in zip(two["initial"], one["initial"]):
@@ -138,6 +168,7 @@ def _same_metrics(two, one):
             assert m2[key] == pytest.approx(m1[key], rel=1e-4, abs=1e-5), key
 
 
+@pytest.mark.launches
 def test_custom_loss_and_cross_replica_batch_norm_two_replicas_equal_one(replicator):
     # Trainable weights and the batch-norm moving statistics both agree: the penalty
     # counted once, and the normalisation used the global batch's statistics.
@@ -146,6 +177,7 @@ def test_custom_loss_and_cross_replica_batch_norm_two_replicas_equal_one(replica
     _same_metrics(two, one)
 
 
+@pytest.mark.launches
 @pytest.mark.parametrize("case", ["rnd", "rnd_step_costs"])
 def test_rnd_two_replicas_equal_one(replicator, case):
     """RND's bonus is centred on the global batch's mean (all replicas' shards), and with
@@ -160,6 +192,7 @@ def test_rnd_two_replicas_equal_one(replicator, case):
     _same_metrics(two, one)
 
 
+@pytest.mark.launches
 def test_popart_two_replicas_equal_one(replicator):
     """PopArt's statistics follow the whole batch's targets (every replica's shard), and the
     head is rescaled alike on each replica: the published weights (the statistics among them)

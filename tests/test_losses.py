@@ -39,10 +39,7 @@ def test_policy_gradient_loss_value_and_gradient():
     log_p = log_softmax_by_hand(LOGITS)
     # -sum log pi(a|x) * adv, spelled out over the four steps.
     expected = -(
-        log_p[0, 0, 1] * 0.5
-        + log_p[0, 1, 0] * -2.0
-        + log_p[1, 0, 2] * 1.5
-        + log_p[1, 1, 0] * 0.25
+        log_p[0, 0, 1] * 0.5 + log_p[0, 1, 0] * -2.0 + log_p[1, 0, 2] * 1.5 + log_p[1, 1, 0] * 0.25
     )
     logits = tf.constant(LOGITS)
     adv = tf.constant(advantages)
@@ -104,10 +101,16 @@ def test_entropy_loss_is_finite_for_extreme_logits():
 @pytest.mark.parametrize(
     "fn,kwargs,name",
     [
-        (losses.policy_gradient_loss,
-         dict(logits=np.zeros((2, 2)), actions=ACTIONS, advantages=np.zeros((2, 2))), "logits"),
-        (losses.policy_gradient_loss,
-         dict(logits=LOGITS, actions=ACTIONS, advantages=np.zeros((3, 2))), "advantages"),
+        (
+            losses.policy_gradient_loss,
+            dict(logits=np.zeros((2, 2)), actions=ACTIONS, advantages=np.zeros((2, 2))),
+            "logits",
+        ),
+        (
+            losses.policy_gradient_loss,
+            dict(logits=LOGITS, actions=ACTIONS, advantages=np.zeros((3, 2))),
+            "advantages",
+        ),
         (losses.baseline_loss, dict(values=np.zeros((2, 2)), targets=np.zeros((2,))), "targets"),
         (losses.entropy_loss, dict(logits=np.zeros((2, 2))), "logits"),
     ],
@@ -132,8 +135,17 @@ def _impala_inputs(rng, T=6, B=4, A=5):
 
 # Sums over [T, B] (summed over replicas by the learner), and means over [T, B] (averaged).
 SUM_KEYS = {"loss", "pg_loss", "baseline_loss", "entropy_loss"}
-MEAN_KEYS = {"entropy", "vtrace_rho_clipped_fraction", "rho_mean", "advantage_mean", "value_mean",
-             "kl", "value_explained_variance", "vtrace_target_mean", "vtrace_target_square_mean"}
+MEAN_KEYS = {
+    "entropy",
+    "vtrace_rho_clipped_fraction",
+    "rho_mean",
+    "advantage_mean",
+    "value_mean",
+    "kl",
+    "value_explained_variance",
+    "vtrace_target_mean",
+    "vtrace_target_square_mean",
+}
 
 
 @pytest.mark.parametrize("clip_rho_threshold", [1.0, 1.5, None])
@@ -179,9 +191,12 @@ def test_impala_loss_combines_terms(clip_rho_threshold):
         metrics["entropy"].numpy(), -entropy.numpy() / inputs["actions"].size, rtol=1e-12
     )
     np.testing.assert_allclose(metrics["value_mean"].numpy(), inputs["values"].mean())
-    np.testing.assert_allclose(metrics["vtrace_target_mean"].numpy(), vt.vs.numpy().mean(), rtol=1e-12)
-    np.testing.assert_allclose(metrics["vtrace_target_square_mean"].numpy(),
-                               np.mean(vt.vs.numpy() ** 2), rtol=1e-12)
+    np.testing.assert_allclose(
+        metrics["vtrace_target_mean"].numpy(), vt.vs.numpy().mean(), rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        metrics["vtrace_target_square_mean"].numpy(), np.mean(vt.vs.numpy() ** 2), rtol=1e-12
+    )
 
     # Count clipped steps in numpy from the logits themselves.
     log_p_target = log_softmax_by_hand(inputs["target_logits"])
@@ -218,8 +233,9 @@ def test_impala_loss_gradients_reach_target_logits_and_values_only():
 
 
 def test_clipped_surrogate_loss_value_and_gradient_by_hand():
-    behaviour = LOGITS + np.array([[[0.3, -0.2, 0.0], [1.0, 0.0, 0.0]],
-                                   [[0.0, 0.0, -0.9], [0.0, 0.0, 0.0]]])
+    behaviour = LOGITS + np.array(
+        [[[0.3, -0.2, 0.0], [1.0, 0.0, 0.0]], [[0.0, 0.0, -0.9], [0.0, 0.0, 0.0]]]
+    )
     advantages = np.array([[0.5, -2.0], [1.5, 0.25]])
     clip = 0.2
     log_pi, log_mu = log_softmax_by_hand(LOGITS), log_softmax_by_hand(behaviour)
@@ -235,8 +251,13 @@ def test_clipped_surrogate_loss_value_and_gradient_by_hand():
     logits = tf.constant(LOGITS)
     with tf.GradientTape() as tape:
         tape.watch(logits)
-        loss = losses.clipped_surrogate_loss(logits=logits, behaviour_logits=behaviour,
-                                             actions=ACTIONS, advantages=advantages, clip=clip)
+        loss = losses.clipped_surrogate_loss(
+            logits=logits,
+            behaviour_logits=behaviour,
+            actions=ACTIONS,
+            advantages=advantages,
+            clip=clip,
+        )
     np.testing.assert_allclose(loss.numpy(), expected, rtol=1e-12)
     grad = tape.gradient(loss, logits).numpy()
     np.testing.assert_allclose(grad, expected_grad, atol=1e-12)
@@ -251,22 +272,28 @@ def test_clipped_surrogate_equals_policy_gradient_at_the_behaviour_policy():
     logits = tf.constant(LOGITS)
     with tf.GradientTape(persistent=True) as tape:
         tape.watch(logits)
-        surrogate = losses.clipped_surrogate_loss(logits=logits, behaviour_logits=LOGITS,
-                                                  actions=ACTIONS, advantages=advantages, clip=0.2)
+        surrogate = losses.clipped_surrogate_loss(
+            logits=logits, behaviour_logits=LOGITS, actions=ACTIONS, advantages=advantages, clip=0.2
+        )
         pg = losses.policy_gradient_loss(logits=logits, actions=ACTIONS, advantages=advantages)
-    np.testing.assert_allclose(tape.gradient(surrogate, logits).numpy(),
-                               tape.gradient(pg, logits).numpy(), atol=1e-12)
+    np.testing.assert_allclose(
+        tape.gradient(surrogate, logits).numpy(), tape.gradient(pg, logits).numpy(), atol=1e-12
+    )
     np.testing.assert_allclose(surrogate.numpy(), -advantages.sum(), rtol=1e-12)
 
 
 def test_kl_loss_by_hand():
     behaviour = LOGITS[::-1].copy()
     log_pi, log_mu = log_softmax_by_hand(LOGITS), log_softmax_by_hand(behaviour)
-    expected = sum(np.exp(log_mu[t, b, a]) * (log_mu[t, b, a] - log_pi[t, b, a])
-                   for t, b, a in np.ndindex(2, 2, 3))
+    expected = sum(
+        np.exp(log_mu[t, b, a]) * (log_mu[t, b, a] - log_pi[t, b, a])
+        for t, b, a in np.ndindex(2, 2, 3)
+    )
     loss = losses.kl_loss(behaviour_logits=behaviour, logits=LOGITS)
     np.testing.assert_allclose(loss.numpy(), expected, rtol=1e-12)
-    assert losses.kl_loss(behaviour_logits=LOGITS, logits=LOGITS).numpy() == pytest.approx(0, abs=1e-12)
+    assert losses.kl_loss(behaviour_logits=LOGITS, logits=LOGITS).numpy() == pytest.approx(
+        0, abs=1e-12
+    )
 
 
 def test_explained_variance_by_hand():
@@ -274,8 +301,9 @@ def test_explained_variance_by_hand():
     values = np.array([[1.5, 2.0], [2.0, 5.0]])
     residual = targets - values
     expected = 1 - np.var(residual) / np.var(targets)
-    np.testing.assert_allclose(losses.explained_variance(values=values, targets=targets).numpy(),
-                               expected, rtol=1e-12)
+    np.testing.assert_allclose(
+        losses.explained_variance(values=values, targets=targets).numpy(), expected, rtol=1e-12
+    )
     assert losses.explained_variance(values=targets, targets=targets).numpy() == pytest.approx(1.0)
     flat = np.full((2, 2), 3.0)
     assert losses.explained_variance(values=values, targets=flat).numpy() == 0.0
@@ -285,23 +313,36 @@ def test_impala_loss_with_surrogate_and_kl_combines_terms():
     rng = np.random.default_rng(5)
     inputs = _impala_inputs(rng)
     clip, kl_cost = 0.3, 0.7
-    loss, sums, means = losses.impala_loss(**inputs, baseline_cost=0.5, entropy_cost=0.01,
-                                           surrogate_clip=clip, kl_cost=kl_cost)
+    loss, sums, means = losses.impala_loss(
+        **inputs, baseline_cost=0.5, entropy_cost=0.01, surrogate_clip=clip, kl_cost=kl_cost
+    )
     vt = vtrace.from_logits(
         behaviour_policy_logits=inputs["behaviour_logits"],
-        target_policy_logits=inputs["target_logits"], actions=inputs["actions"],
-        discounts=inputs["discounts"], rewards=inputs["rewards"], values=inputs["values"],
-        bootstrap_value=inputs["bootstrap_value"])
+        target_policy_logits=inputs["target_logits"],
+        actions=inputs["actions"],
+        discounts=inputs["discounts"],
+        rewards=inputs["rewards"],
+        values=inputs["values"],
+        bootstrap_value=inputs["bootstrap_value"],
+    )
     vs = vt.vs.numpy()
     vs_next = np.concatenate([vs[1:], inputs["bootstrap_value"][None]], axis=0)
     # The surrogate's advantages carry no rho: the ratio does the importance weighting.
     advantages = inputs["rewards"] + inputs["discounts"] * vs_next - inputs["values"]
     surrogate = losses.clipped_surrogate_loss(
-        logits=inputs["target_logits"], behaviour_logits=inputs["behaviour_logits"],
-        actions=inputs["actions"], advantages=advantages, clip=clip)
+        logits=inputs["target_logits"],
+        behaviour_logits=inputs["behaviour_logits"],
+        actions=inputs["actions"],
+        advantages=advantages,
+        clip=clip,
+    )
     kl = losses.kl_loss(behaviour_logits=inputs["behaviour_logits"], logits=inputs["target_logits"])
-    expected = (surrogate + 0.5 * losses.baseline_loss(values=inputs["values"], targets=vs)
-                + 0.01 * losses.entropy_loss(logits=inputs["target_logits"]) + kl_cost * kl)
+    expected = (
+        surrogate
+        + 0.5 * losses.baseline_loss(values=inputs["values"], targets=vs)
+        + 0.01 * losses.entropy_loss(logits=inputs["target_logits"])
+        + kl_cost * kl
+    )
     np.testing.assert_allclose(loss.numpy(), expected.numpy(), rtol=1e-12)
     np.testing.assert_allclose(sums["pg_loss"].numpy(), surrogate.numpy(), rtol=1e-12)
     np.testing.assert_allclose(means["kl"].numpy(), kl.numpy() / advantages.size, rtol=1e-12)
@@ -310,8 +351,11 @@ def test_impala_loss_with_surrogate_and_kl_combines_terms():
     fraction = np.mean(np.abs(rhos - 1) > clip)
     assert 0 < fraction < 1
     np.testing.assert_allclose(means["surrogate_clipped_fraction"].numpy(), fraction)
-    np.testing.assert_allclose(means["value_explained_variance"].numpy(),
-                               1 - np.var(vs - inputs["values"]) / np.var(vs), rtol=1e-10)
+    np.testing.assert_allclose(
+        means["value_explained_variance"].numpy(),
+        1 - np.var(vs - inputs["values"]) / np.var(vs),
+        rtol=1e-10,
+    )
 
 
 def test_normalized_advantages_by_hand():
@@ -325,8 +369,9 @@ def test_normalized_advantages_by_hand():
     np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
     assert abs(got.mean()) < 1e-10 and got.std() == pytest.approx(1.0, rel=1e-6)
     # A batch with nothing to tell apart gives zeros, not NaN.
-    np.testing.assert_array_equal(losses.normalized_advantages(advantages=np.full((2, 3), 0.5)).numpy(),
-                                  np.zeros((2, 3)))
+    np.testing.assert_array_equal(
+        losses.normalized_advantages(advantages=np.full((2, 3), 0.5)).numpy(), np.zeros((2, 3))
+    )
     with pytest.raises(ValueError):
         losses.normalized_advantages(advantages=np.zeros(4))
 
@@ -340,9 +385,13 @@ def test_impala_loss_normalizes_the_policy_terms_advantages_only(clip):
     normalized = losses.impala_loss_terms(**inputs, **costs, normalize_advantages=True)
     vt = vtrace.from_logits(
         behaviour_policy_logits=inputs["behaviour_logits"],
-        target_policy_logits=inputs["target_logits"], actions=inputs["actions"],
-        discounts=inputs["discounts"], rewards=inputs["rewards"], values=inputs["values"],
-        bootstrap_value=inputs["bootstrap_value"])
+        target_policy_logits=inputs["target_logits"],
+        actions=inputs["actions"],
+        discounts=inputs["discounts"],
+        rewards=inputs["rewards"],
+        values=inputs["values"],
+        bootstrap_value=inputs["bootstrap_value"],
+    )
     if clip is None:
         advantages = vt.pg_advantages.numpy()
     else:
@@ -351,16 +400,22 @@ def test_impala_loss_normalizes_the_policy_terms_advantages_only(clip):
         advantages = inputs["rewards"] + inputs["discounts"] * vs_next - inputs["values"]
     scaled = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
     if clip is None:
-        pg = losses.policy_gradient_loss(logits=inputs["target_logits"], actions=inputs["actions"],
-                                         advantages=scaled)
+        pg = losses.policy_gradient_loss(
+            logits=inputs["target_logits"], actions=inputs["actions"], advantages=scaled
+        )
     else:
         pg = losses.clipped_surrogate_loss(
-            logits=inputs["target_logits"], behaviour_logits=inputs["behaviour_logits"],
-            actions=inputs["actions"], advantages=scaled, clip=clip)
+            logits=inputs["target_logits"],
+            behaviour_logits=inputs["behaviour_logits"],
+            actions=inputs["actions"],
+            advantages=scaled,
+            clip=clip,
+        )
     np.testing.assert_allclose(normalized[3]["pg_loss"].numpy(), pg.numpy(), rtol=1e-10)
     assert not np.isclose(plain[3]["pg_loss"].numpy(), pg.numpy())
     # The value and entropy terms, and the reported advantage mean, are untouched.
     for name in ("baseline_loss", "entropy_loss"):
         assert normalized[3][name].numpy() == plain[3][name].numpy()
-    np.testing.assert_allclose(normalized[2]["advantage_mean"].numpy(), advantages.mean(),
-                               rtol=1e-10)
+    np.testing.assert_allclose(
+        normalized[2]["advantage_mean"].numpy(), advantages.mean(), rtol=1e-10
+    )

@@ -17,9 +17,12 @@ BREAKOUT = "MinAtar/Breakout-v1"  # minimal action set: no-op, left, right
 
 
 def test_describe_env_breakout():
-    assert describe_env(BREAKOUT) == EnvSpec(observation_shape=(10, 10, 4),
-                                             observation_dtype=np.dtype(np.uint8),
-                                             num_actions=3, frame_skip=1)
+    assert describe_env(BREAKOUT) == EnvSpec(
+        observation_shape=(10, 10, 4),
+        observation_dtype=np.dtype(np.uint8),
+        num_actions=3,
+        frame_skip=1,
+    )
 
 
 def test_unknown_game_names_the_id():
@@ -28,16 +31,22 @@ def test_unknown_game_names_the_id():
 
 
 def test_missing_extra_names_the_install_command(monkeypatch):
-    monkeypatch.setitem(sys.modules, "minatar", None)  # what find_spec sees when it is not installed
+    monkeypatch.setitem(
+        sys.modules, "minatar", None
+    )  # what find_spec sees when it is not installed
     with pytest.raises(ValueError, match=r"pip install -e '\.\[minatar\]'"):
         register_minatar_envs()
-    with pytest.raises(ValueError, match=r"^environment id 'MinAtar/Breakout-v1' needs minatar: "
-                                         r"install the minatar extra: pip install -e '\.\[minatar\]'$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^environment id 'MinAtar/Breakout-v1' needs minatar: "
+        r"install the minatar extra: pip install -e '\.\[minatar\]'$",
+    ):
         describe_env(BREAKOUT)
 
 
 def test_vector_env_equals_single_envs_stepped_by_hand(closing):
-    """SAME_STEP, uint8 0/255, raw rewards, seeds: against MinAtar's own env, same seeds and actions."""
+    """SAME_STEP, uint8 0/255, raw rewards, seeds: against MinAtar's own env, same seeds and
+    actions."""
     num_envs, seed = 3, 7
     env = closing(make_vector_env(BREAKOUT, num_envs=num_envs, seed=seed))
     assert env.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
@@ -57,15 +66,22 @@ def test_vector_env_equals_single_envs_stepped_by_hand(closing):
         obs, rewards, terminated, truncated, infos = env.step(actions)
         assert rewards.dtype == np.float64 and terminated.dtype == bool and truncated.dtype == bool
         for i, single in enumerate(singles):
-            single_obs, reward, single_terminated, single_truncated, _ = single.step(int(actions[i]))
+            single_obs, reward, single_terminated, single_truncated, _ = single.step(
+                int(actions[i])
+            )
             assert rewards[i] == reward and terminated[i] == single_terminated
             assert not truncated[i] and not single_truncated  # MinAtar has no time limit
             if single_terminated:
                 endings += 1
-                # The terminal observation is in the infos; the step returns the next episode's first.
-                np.testing.assert_array_equal(infos["final_obs"][i], single_obs.astype(np.uint8) * 255)
+                # The terminal observation is in the infos; the step returns the next
+                # episode's first.
+                np.testing.assert_array_equal(
+                    infos["final_obs"][i], single_obs.astype(np.uint8) * 255
+                )
                 single_obs, _ = single.reset()
-            np.testing.assert_array_equal(obs[i], single_obs.astype(np.uint8) * 255, f"step {t}, env {i}")
+            np.testing.assert_array_equal(
+                obs[i], single_obs.astype(np.uint8) * 255, f"step {t}, env {i}"
+            )
     assert endings >= 10  # random play misses the ball within a few dozen steps
     assert set(np.unique(obs)) <= {0, 255}
 
@@ -90,12 +106,23 @@ def test_env_options_are_checked_before_a_run_starts():
     from impala_rep.run.prepare import prepare
 
     assert TrainConfig.from_keys(dict(env=BREAKOUT, sticky_actions=0.0)).env.sticky_actions == 0.0
-    assert TrainConfig.from_keys(dict(env="ALE/Pong-v5", sticky_actions=0.0, episodic_life=True)).env.episodic_life
+    assert TrainConfig.from_keys(
+        dict(env="ALE/Pong-v5", sticky_actions=0.0, episodic_life=True)
+    ).env.episodic_life
     for kwargs, message in [
-        (dict(env=BREAKOUT, sticky_actions=1.0), r"bad sticky_actions 1\.0: must be a probability in \[0, 1\)"),
+        (
+            dict(env=BREAKOUT, sticky_actions=1.0),
+            r"bad sticky_actions 1\.0: must be a probability in \[0, 1\)",
+        ),
         (dict(env=BREAKOUT, sticky_actions=-0.1), r"bad sticky_actions -0\.1"),
-        (dict(env="CartPole-v1", sticky_actions=0.2), r"bad sticky_actions 0\.2: .*not 'CartPole-v1'"),
-        (dict(env=BREAKOUT, episodic_life=True), r"bad episodic_life True: .*Atari.*not 'MinAtar/Breakout-v1'"),
+        (
+            dict(env="CartPole-v1", sticky_actions=0.2),
+            r"bad sticky_actions 0\.2: .*not 'CartPole-v1'",
+        ),
+        (
+            dict(env=BREAKOUT, episodic_life=True),
+            r"bad episodic_life True: .*Atari.*not 'MinAtar/Breakout-v1'",
+        ),
         (dict(env="CartPole-v1", episodic_life=True), r"bad episodic_life True"),
         (dict(env="ALE/Pong-v5", episodic_life=1), r"bad episodic_life 1: must be True or False"),
     ]:
@@ -117,9 +144,21 @@ def test_auto_network_on_a_minatar_observation_is_the_minatar_cnn(closing):
     agent.build(shape)
     # Conv 3x3x4 -> 16 (valid: 8x8), Dense 1024 -> 128, then the heads on 128 + 3 + 1.
     assert [tuple(v.shape) for v in agent.trainable_variables] == [
-        (3, 3, 4, 16), (16,), (8 * 8 * 16, 128), (128,), (132, 3), (3,), (132, 1), (1,)]
-    inputs = AgentInputs(observation=obs, prev_action=np.zeros(5, np.int32),
-                         prev_reward=np.zeros(5, np.float32), first=np.ones(5, bool))
+        (3, 3, 4, 16),
+        (16,),
+        (8 * 8 * 16, 128),
+        (128,),
+        (132, 3),
+        (3,),
+        (132, 1),
+        (1,),
+    ]
+    inputs = AgentInputs(
+        observation=obs,
+        prev_action=np.zeros(5, np.int32),
+        prev_reward=np.zeros(5, np.float32),
+        first=np.ones(5, bool),
+    )
     out, state = agent.step(inputs, agent.initial_state(5))
     assert out.policy_logits.shape == (5, 3) and out.baseline.shape == (5,) and state == ()
     stacked = AgentInputs(*(np.stack([x, x]) for x in inputs))  # [T=2, B=5, ...]
@@ -134,10 +173,15 @@ def test_auto_network_on_a_minatar_observation_is_the_minatar_cnn(closing):
 def test_shallow_network_refuses_images_smaller_than_20x20():
     from impala_rep.networks import make_agent
 
-    with pytest.raises(ValueError, match=r"'shallow' needs images of at least 20x20, got shape \(10, 10, 4\)"):
+    with pytest.raises(
+        ValueError, match=r"'shallow' needs images of at least 20x20, got shape \(10, 10, 4\)"
+    ):
         make_agent(observation_shape=(10, 10, 4), num_actions=3, network="shallow")
     assert make_agent(observation_shape=(84, 84, 4), num_actions=3).keywords["torso"] == "shallow"
-    assert make_agent(observation_shape=(10, 10, 4), num_actions=3, network="deep").keywords["torso"] == "deep"
+    assert (
+        make_agent(observation_shape=(10, 10, 4), num_actions=3, network="deep").keywords["torso"]
+        == "deep"
+    )
 
 
 def test_seeds_at_the_top_of_numpy_range_work():

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 WORKER = os.path.join(os.path.dirname(__file__), "multiworker_worker.py")
@@ -26,18 +27,26 @@ def _free_ports(n):
     return ports
 
 
+@pytest.mark.launches
 def test_two_workers_stay_identical_and_equal_one_device():
     ports = _free_ports(2)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    procs = [subprocess.Popen([sys.executable, WORKER, str(task), *map(str, ports)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for task in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, WORKER, str(task), *map(str, ports)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for task in range(2)
+    ]
     results = []
     for proc in procs:
         out, err = proc.communicate(timeout=240)
         lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
         assert proc.returncode == 0 and lines, err[-3000:]
-        results.append(json.loads(lines[-1][len("RESULT "):]))
+        results.append(json.loads(lines[-1][len("RESULT ") :]))
     assert [r["num_replicas"] for r in results] == [2, 2]
     assert [r["local_replicas"] for r in results] == [1, 1]
     for a, b in zip(results[0]["weights"], results[1]["weights"]):
@@ -53,15 +62,23 @@ def test_two_workers_stay_identical_and_equal_one_device():
         np.testing.assert_array_equal(got["broadcast"], x[4:])
 
     # The reference: one device, the whole global batch, same optimizer and start.
-    model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(4, activation="tanh"),
-                                 tf.keras.layers.Dense(1)])
+    model = tf.keras.Sequential(
+        [
+            tf.keras.Input((3,)),
+            tf.keras.layers.Dense(4, activation="tanh"),
+            tf.keras.layers.Dense(1),
+        ]
+    )
     for v, value in zip(model.trainable_variables, results[0]["initial"]):
         v.assign(value)
-    optimizer = tf.keras.optimizers.RMSprop(learning_rate=0.05, rho=0.99, momentum=0.0, epsilon=0.01)
+    optimizer = tf.keras.optimizers.RMSprop(
+        learning_rate=0.05, rho=0.99, momentum=0.0, epsilon=0.01
+    )
     for _ in range(3):
         with tf.GradientTape() as tape:
             loss = tf.reduce_mean(tf.square(model(x) - y))
-        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
-                                      model.trainable_variables))
+        optimizer.apply_gradients(
+            zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
+        )
     for got, want in zip(results[0]["weights"], model.trainable_variables):
         np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)

@@ -62,8 +62,9 @@ def test_a_new_agent_starts_near_the_uniform_policy(torso):
     # every state's policy is then close to uniform, whatever the image.
     agent = CNNAgent(num_actions=6, torso=torso)
     agent.build(OBS)
-    out, _ = agent.step(random_inputs([64], first_p=0.0)._replace(
-        prev_action=np.zeros([64], np.int32)), ())
+    out, _ = agent.step(
+        random_inputs([64], first_p=0.0)._replace(prev_action=np.zeros([64], np.int32)), ()
+    )
     logits = out.policy_logits.numpy()
     log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     entropy = -(np.exp(log_p) * log_p).sum(-1)
@@ -180,10 +181,21 @@ def test_make_agent_selection():
         (dict(observation_shape=(4,)), MLPAgent, {}),
         (dict(observation_shape=(4,), network="mlp", hidden_sizes=(8,)), MLPAgent, {}),
         (dict(observation_shape=OBS), CNNAgent, dict(torso_name="shallow", use_lstm=False)),
-        (dict(observation_shape=OBS, use_lstm=True), CNNAgent, dict(torso_name="shallow", use_lstm=True)),
-        (dict(observation_shape=OBS, network="deep"), CNNAgent, dict(torso_name="deep", use_lstm=False)),
-        (dict(observation_shape=OBS, network="shallow", use_lstm=True), CNNAgent,
-         dict(torso_name="shallow", use_lstm=True)),
+        (
+            dict(observation_shape=OBS, use_lstm=True),
+            CNNAgent,
+            dict(torso_name="shallow", use_lstm=True),
+        ),
+        (
+            dict(observation_shape=OBS, network="deep"),
+            CNNAgent,
+            dict(torso_name="deep", use_lstm=False),
+        ),
+        (
+            dict(observation_shape=OBS, network="shallow", use_lstm=True),
+            CNNAgent,
+            dict(torso_name="shallow", use_lstm=True),
+        ),
     ]
     for kwargs, cls, attrs in cases:
         factory = make_agent(num_actions=A, **kwargs)
@@ -194,16 +206,22 @@ def test_make_agent_selection():
             assert getattr(agent, name) == value
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(observation_shape=OBS, network="mlp"), "'mlp'.*rank-1"),
-    (dict(observation_shape=(4,), network="shallow"), r"'shallow'.*\[H, W, C\]"),
-    (dict(observation_shape=(4,), network="deep"), r"'deep'.*\[H, W, C\]"),
-    (dict(observation_shape=(4,), use_lstm=True), "use_lstm.*'mlp'"),
-    (dict(observation_shape=(4,), network="mlp", use_lstm=True), "use_lstm.*'mlp'"),
-    (dict(observation_shape=(4, 4)), "'auto'.*rank 1.*3"),
-    (dict(observation_shape=OBS, network="resnet"), "'auto', 'mlp', 'shallow', 'deep'.*'resnet'"),
-    (dict(observation_shape=OBS, num_actions=0), "num_actions"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(observation_shape=OBS, network="mlp"), "'mlp'.*rank-1"),
+        (dict(observation_shape=(4,), network="shallow"), r"'shallow'.*\[H, W, C\]"),
+        (dict(observation_shape=(4,), network="deep"), r"'deep'.*\[H, W, C\]"),
+        (dict(observation_shape=(4,), use_lstm=True), "use_lstm.*'mlp'"),
+        (dict(observation_shape=(4,), network="mlp", use_lstm=True), "use_lstm.*'mlp'"),
+        (dict(observation_shape=(4, 4)), "'auto'.*rank 1.*3"),
+        (
+            dict(observation_shape=OBS, network="resnet"),
+            "'auto', 'mlp', 'shallow', 'deep'.*'resnet'",
+        ),
+        (dict(observation_shape=OBS, num_actions=0), "num_actions"),
+    ],
+)
 def test_make_agent_errors(kwargs, match):
     kwargs.setdefault("num_actions", A)
     with pytest.raises(ValueError, match=match):
@@ -213,14 +231,21 @@ def test_make_agent_errors(kwargs, match):
 def test_learner_steps_with_cnn_lstm_agent():
     T, B = 4, 2
     agent = CNNAgent(num_actions=A, torso="shallow", use_lstm=True, lstm_size=LSTM)
-    learner = Learner(agent=agent, replicator=Replicator("cpu"),
-                      observation_shape=OBS, total_steps=10)
+    learner = Learner(
+        agent=agent, replicator=Replicator("cpu"), observation_shape=OBS, total_steps=10
+    )
     rng = np.random.default_rng(10)
     batch = random_unroll(
-        T=T, B=B, obs_size=1, num_actions=A, seed=10,
-        initial_state=lambda r: tuple(r.normal(size=(B, LSTM)).astype(np.float32) for _ in range(2)))
-    batch = batch._replace(
-        observations=rng.integers(0, 256, (T + 1, B, *OBS)).astype(np.uint8))
+        T=T,
+        B=B,
+        obs_size=1,
+        num_actions=A,
+        seed=10,
+        initial_state=lambda r: tuple(
+            r.normal(size=(B, LSTM)).astype(np.float32) for _ in range(2)
+        ),
+    )
+    batch = batch._replace(observations=rng.integers(0, 256, (T + 1, B, *OBS)).astype(np.uint8))
     assert isinstance(batch, Unroll)
     _, before = learner.get_weights()
     for _ in range(2):
@@ -230,7 +255,6 @@ def test_learner_steps_with_cnn_lstm_agent():
     assert version == 2
     assert len(after) == len(before)
     assert any(not np.allclose(a, b) for a, b in zip(before, after))
-
 
 
 def test_observation_scaling_standardises_each_dimension():
@@ -258,13 +282,14 @@ def test_mlp_agent_with_normalization_is_the_agent_without_it_on_standardised_in
     plain.set_weights(scaled.get_weights())  # the normalization adds no variable
     obs = np.random.default_rng(0).normal(mean, std, size=(5, 2)).astype(np.float32)
     offset, scale = observation_scaling(mean, std)
-    inputs = lambda o: AgentInputs(o, np.zeros(5, np.int32), np.zeros(5, np.float32),  # noqa: E731
-                                   np.zeros(5, bool))
+
+    def inputs(o):
+        return AgentInputs(o, np.zeros(5, np.int32), np.zeros(5, np.float32), np.zeros(5, bool))
+
     out, _ = scaled.step(inputs(obs), ())
     ref, _ = plain.step(inputs((obs - offset) * scale), ())
     np.testing.assert_allclose(out.policy_logits, ref.policy_logits, rtol=1e-5)
     np.testing.assert_allclose(out.baseline, ref.baseline, rtol=1e-5)
-
 
 
 def test_bounds_normalization_maps_finite_bounds_onto_minus_one_to_one():
@@ -276,5 +301,6 @@ def test_bounds_normalization_maps_finite_bounds_onto_minus_one_to_one():
     x = np.array([[-1.2, -0.07, 5.0, -3.0, 2.0], [0.6, 0.07, -5.0, 3.0, 2.0]], np.float32)
     # MountainCar's position and velocity span [-1, 1]; unbounded (infinite, or float32's max,
     # which gymnasium envs write for "unbounded") and zero-width dimensions pass unchanged.
-    np.testing.assert_allclose((x - offset) * scale,
-                               [[-1, -1, 5, -3, 2], [1, 1, -5, 3, 2]], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        (x - offset) * scale, [[-1, -1, 5, -3, 2], [1, 1, -5, 3, 2]], rtol=1e-6, atol=1e-6
+    )

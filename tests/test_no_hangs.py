@@ -31,8 +31,14 @@ def _free_port() -> int:
 
 def _train(*args, env, cwd):
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "impala_rep", "train", *args], capture_output=True,
-                          text=True, timeout=120, cwd=cwd, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "impala_rep", "train", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env=env,
+    )
     return proc, time.monotonic() - start
 
 
@@ -48,6 +54,7 @@ def _recorded_cluster() -> str | None:
     return read_ray_address()
 
 
+@pytest.mark.launches
 @pytest.mark.parametrize("case", ["auto", "auto via RAY_ADDRESS", "ray://"])
 def test_a_cluster_that_is_not_there_is_refused_at_once(case, tmp_path):
     port = _free_port()  # nothing listens here
@@ -56,12 +63,16 @@ def test_a_cluster_that_is_not_there_is_refused_at_once(case, tmp_path):
         if _recorded_cluster() is not None:
             pytest.skip("`ray start` recorded a cluster on this machine: auto would join it")
         address = "auto"
-        message = ("bad ray_address 'auto': no Ray cluster to join on this machine (RAY_ADDRESS is "
-                   "not set and `ray start` has not started one here)")
+        message = (
+            "bad ray_address 'auto': no Ray cluster to join on this machine (RAY_ADDRESS is "
+            "not set and `ray start` has not started one here)"
+        )
     elif case == "auto via RAY_ADDRESS":
         address, env = "auto", _env(RAY_ADDRESS=f"127.0.0.1:{port}")
-        message = (f"bad ray_address 'auto' (RAY_ADDRESS: 127.0.0.1:{port}): no Ray cluster answers "
-                   "there (connection refused")
+        message = (
+            f"bad ray_address 'auto' (RAY_ADDRESS: 127.0.0.1:{port}): no Ray cluster answers "
+            "there (connection refused"
+        )
     else:
         address = f"ray://127.0.0.1:{port}"
         message = f"bad ray_address '{address}': no Ray cluster answers there (connection refused"
@@ -76,8 +87,9 @@ def test_a_cluster_that_is_not_there_is_refused_at_once(case, tmp_path):
 
 
 def _nodes(*gpus, dead=()):
-    return ([{"Alive": True, "Resources": {"CPU": 8.0, "GPU": float(g)}} for g in gpus]
-            + [{"Alive": False, "Resources": {"CPU": 8.0, "GPU": float(g)}} for g in dead])
+    return [{"Alive": True, "Resources": {"CPU": 8.0, "GPU": float(g)}} for g in gpus] + [
+        {"Alive": False, "Resources": {"CPU": 8.0, "GPU": float(g)}} for g in dead
+    ]
 
 
 def _resources(nodes):
@@ -85,33 +97,62 @@ def _resources(nodes):
     return {"CPU": sum(r["CPU"] for r in alive), "GPU": sum(r.get("GPU", 0) for r in alive)}
 
 
-@pytest.mark.parametrize("devices, hosts, nodes, message", [
-    ("gpu:2", 1, _nodes(1, 1), "the learner asks for 2 GPUs on one node and on the Ray cluster no "
-                               "node has that many (GPUs per node: 1, 1); use --learner-devices gpu:1"),
-    ("gpu:4", 1, _nodes(2, 2, 0, dead=[4]), "the learner asks for 4 GPUs on one node and on the Ray "
-                                            "cluster no node has that many (GPUs per node: 2, 2, 0); "
-                                            "use --learner-devices gpu:2"),
-    ("gpu:2", 2, _nodes(2, 1, 1), "each of the 2 learner hosts asks for 2 GPUs on one node and on the "
-                                  "Ray cluster the nodes hold only 1 of them (GPUs per node: 2, 1, 1); "
-                                  "use --learner-devices gpu:1"),
-])
+@pytest.mark.parametrize(
+    "devices, hosts, nodes, message",
+    [
+        (
+            "gpu:2",
+            1,
+            _nodes(1, 1),
+            "the learner asks for 2 GPUs on one node and on the Ray cluster no "
+            "node has that many (GPUs per node: 1, 1); use --learner-devices gpu:1",
+        ),
+        (
+            "gpu:4",
+            1,
+            _nodes(2, 2, 0, dead=[4]),
+            "the learner asks for 4 GPUs on one node and on the Ray "
+            "cluster no node has that many (GPUs per node: 2, 2, 0); "
+            "use --learner-devices gpu:2",
+        ),
+        (
+            "gpu:2",
+            2,
+            _nodes(2, 1, 1),
+            "each of the 2 learner hosts asks for 2 GPUs on one node and on the "
+            "Ray cluster the nodes hold only 1 of them (GPUs per node: 2, 1, 1); "
+            "use --learner-devices gpu:1",
+        ),
+    ],
+)
 def test_gpus_that_no_single_node_has_are_refused_naming_them(devices, hosts, nodes, message):
-    config = TrainConfig.from_keys(dict(learner_devices=devices, learner_hosts=hosts, batch_size=32))
+    config = TrainConfig.from_keys(
+        dict(learner_devices=devices, learner_hosts=hosts, batch_size=32)
+    )
     with pytest.raises(SetupError) as err:
         check_resources(config, _resources(nodes), embedded=False, nodes=nodes)
-    assert str(err.value) == f"bad learner_devices {devices!r}: {message} (with more --learner-hosts " \
-                             "to use more GPUs)"
+    assert (
+        str(err.value) == f"bad learner_devices {devices!r}: {message} (with more --learner-hosts "
+        "to use more GPUs)"
+    )
 
 
-@pytest.mark.parametrize("devices, hosts, nodes", [
-    ("gpu:2", 1, _nodes(1, 2)),
-    ("gpu:2", 2, _nodes(2, 2, 1)),
-    ("gpu", 2, _nodes(2)),  # SPREAD is a preference: both hosts may share the node
-    ("cpu", 1, []),  # no GPU asked: the nodes are not looked at
-])
+@pytest.mark.parametrize(
+    "devices, hosts, nodes",
+    [
+        ("gpu:2", 1, _nodes(1, 2)),
+        ("gpu:2", 2, _nodes(2, 2, 1)),
+        ("gpu", 2, _nodes(2)),  # SPREAD is a preference: both hosts may share the node
+        ("cpu", 1, []),  # no GPU asked: the nodes are not looked at
+    ],
+)
 def test_gpus_that_some_node_has_pass(devices, hosts, nodes):
-    config = TrainConfig.from_keys(dict(learner_devices=devices, learner_hosts=hosts, batch_size=32))
-    check_resources(config, _resources(nodes) if nodes else {"CPU": 64.0}, embedded=False, nodes=nodes)
+    config = TrainConfig.from_keys(
+        dict(learner_devices=devices, learner_hosts=hosts, batch_size=32)
+    )
+    check_resources(
+        config, _resources(nodes) if nodes else {"CPU": 64.0}, embedded=False, nodes=nodes
+    )
 
 
 @pytest.mark.parametrize("hosts, who", [(1, "the learner"), (2, "learner hosts 0, 1 of 2")])
@@ -126,8 +167,10 @@ def test_a_learner_ray_cannot_place_is_named_in_bounded_time(local_ray, monkeypa
         learner_group.create_learner_group(config, (4,), agent_factory=None)
     assert time.monotonic() - start < 30
     asks = "it asks" if hosts == 1 else "each host asks"
-    assert str(err.value) == (f"Ray did not place {who} within 3 s: {asks} for 1 CPU and 1 GPU(s) "
-                              "on one node, and no node had them free")
+    assert str(err.value) == (
+        f"Ray did not place {who} within 3 s: {asks} for 1 CPU and 1 GPU(s) "
+        "on one node, and no node had them free"
+    )
 
 
 def test_a_learner_that_does_not_finish_starting_is_named(local_ray, monkeypatch):
@@ -138,16 +181,21 @@ def test_a_learner_that_does_not_finish_starting_is_named(local_ray, monkeypatch
     monkeypatch.setattr(learner_group, "START_TIMEOUT_S", 1.0)
     config = TrainConfig.from_keys(dict(batch_size=16, envs_per_actor=16, num_actors=1))
     group = learner_group.create_learner_group(
-        config, (4,), make_agent(observation_shape=(4,), num_actions=2))
+        config, (4,), make_agent(observation_shape=(4,), num_actions=2)
+    )
     try:
-        with pytest.raises(learner_group.LearnerNotAnswering,
-                           match=r"^the learner did not finish starting within 1 s \(importing "):
+        with pytest.raises(
+            learner_group.LearnerNotAnswering,
+            match=r"^the learner did not finish starting within 1 s \(importing ",
+        ):
             group.wait_started()
     finally:
         group.kill()
 
 
-def test_actors_ray_cannot_place_on_a_cluster_end_the_run_naming_the_resource(local_ray, monkeypatch):
+def test_actors_ray_cannot_place_on_a_cluster_end_the_run_naming_the_resource(
+    local_ray, monkeypatch
+):
     # Joins the session's Ray as a cluster; every CPU but the learner's is taken by other
     # work, so the one actor stays pending. Ray would wait for a CPU forever.
     from impala_rep.run import ray_cluster
@@ -159,17 +207,26 @@ def test_actors_ray_cannot_place_on_a_cluster_end_the_run_naming_the_resource(lo
     # All CPUs but one (earlier tests' processes may still be giving theirs back: the
     # blocker waits for them, so the learner gets the last one and the actor none).
     blocker = ray.remote(num_cpus=int(ray.cluster_resources()["CPU"]) - 1)(_Idle).remote()
-    config = TrainConfig.from_keys(dict(
-        ray_address=ray.get_runtime_context().gcs_address, num_actors=1, envs_per_actor=16,
-        unroll_length=20, batch_size=16, total_frames=3200))
+    config = TrainConfig.from_keys(
+        dict(
+            ray_address=ray.get_runtime_context().gcs_address,
+            num_actors=1,
+            envs_per_actor=16,
+            unroll_length=20,
+            batch_size=16,
+            total_frames=3200,
+        )
+    )
     try:
         ray.get(blocker.ready.remote(), timeout=120)
         with pytest.raises(TrainingFailed) as err:
             train(config, out=io.StringIO())
     finally:
         ray.kill(blocker)
-    assert str(err.value).startswith("Ray did not start 1 of 1 actors within 5 s: each asks for 1 CPU "
-                                     "and the cluster's CPUs are taken; free some or use fewer actors")
+    assert str(err.value).startswith(
+        "Ray did not start 1 of 1 actors within 5 s: each asks for 1 CPU "
+        "and the cluster's CPUs are taken; free some or use fewer actors"
+    )
 
 
 class _Idle:

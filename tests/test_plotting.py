@@ -14,9 +14,15 @@ def test_plot_run_writes_both_pngs_for_a_resumed_run(tmp_path):
     lines = []
     for session in range(2):
         for i in range(5):
-            lines.append({"frames": 1000 * (5 * session + i), "wall_s": 2.0 * i,
-                          "episode_return_mean": float(10 * session + i) if i else None,
-                          "env_fps": 500.0, "learner_fps": 500.0})
+            lines.append(
+                {
+                    "frames": 1000 * (5 * session + i),
+                    "wall_s": 2.0 * i,
+                    "episode_return_mean": float(10 * session + i) if i else None,
+                    "env_fps": 500.0,
+                    "learner_fps": 500.0,
+                }
+            )
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     paths = plot_run(str(tmp_path))
     assert [p.name for p in paths] == ["return.png", "throughput.png"]

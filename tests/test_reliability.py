@@ -17,8 +17,9 @@ from impala_rep.config import TrainConfig  # noqa: E402
 from impala_rep.run.resume import load_run_config, resumed_config  # noqa: E402
 from impala_rep.run.training import TrainingFailed, train  # noqa: E402
 
-SMALL = dict(env="CartPole-v1", envs_per_actor=16, unroll_length=20, batch_size=16,
-             report_every=0.5)
+SMALL = dict(
+    env="CartPole-v1", envs_per_actor=16, unroll_length=20, batch_size=16, report_every=0.5
+)
 
 
 def parent_pid(pid: int) -> int:
@@ -48,8 +49,9 @@ def ray_worker_pids(class_name: str) -> set[int]:
                 cmdline = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            if cmdline.startswith(f"ray::{class_name}".encode()) and is_descendant(int(entry.name),
-                                                                                  os.getpid()):
+            if cmdline.startswith(f"ray::{class_name}".encode()) and is_descendant(
+                int(entry.name), os.getpid()
+            ):
                 pids.add(int(entry.name))
     return pids
 
@@ -78,10 +80,15 @@ def records(logdir):
 
 def test_a_killed_actor_is_replaced_and_counted(local_ray, tmp_path):
     logdir = tmp_path / "run"
-    config = TrainConfig.from_keys(dict(SMALL, num_actors=2, total_frames=60_000, seed=2,
-                                        logdir=str(logdir)))
-    killer = kill_when(lambda: (logdir / "metrics.jsonl").exists()
-                       and (logdir / "metrics.jsonl").stat().st_size > 0, "_ActorProcess")
+    config = TrainConfig.from_keys(
+        dict(SMALL, num_actors=2, total_frames=60_000, seed=2, logdir=str(logdir))
+    )
+    killer = kill_when(
+        lambda: (
+            (logdir / "metrics.jsonl").exists() and (logdir / "metrics.jsonl").stat().st_size > 0
+        ),
+        "_ActorProcess",
+    )
     result = train(config)
     killer.join()
 
@@ -96,9 +103,17 @@ def test_a_killed_actor_is_replaced_and_counted(local_ray, tmp_path):
 
 def test_killed_learner_stops_the_run_and_resume_continues_on_two_replicas(local_ray, tmp_path):
     logdir = tmp_path / "run"
-    config = TrainConfig.from_keys(dict(SMALL, num_actors=1, total_frames=300_000, seed=3,
-                                        logdir=str(logdir), checkpoint_every=0.5,
-                                        learner_devices="cpu"))
+    config = TrainConfig.from_keys(
+        dict(
+            SMALL,
+            num_actors=1,
+            total_frames=300_000,
+            seed=3,
+            logdir=str(logdir),
+            checkpoint_every=0.5,
+            learner_devices="cpu",
+        )
+    )
     killer = kill_when(lambda: (logdir / "checkpoints" / "checkpoint").exists(), "LearnerHost")
     with pytest.raises(TrainingFailed) as failed:
         train(config)
@@ -111,16 +126,19 @@ def test_killed_learner_stops_the_run_and_resume_continues_on_two_replicas(local
     first_run = len(records(logdir))
 
     # Resume onto 2 learner replicas, with a nearer end so the test stays short.
-    resumed = resumed_config(load_run_config(str(logdir)),
-                             {"learner_devices": "cpu:2", "total_frames": 30_000})
+    resumed = resumed_config(
+        load_run_config(str(logdir)), {"learner_devices": "cpu:2", "total_frames": 30_000}
+    )
     result = train(resumed, resume=True)
 
     # Records of frames trained after the checkpoint (then lost with the learner) are
     # dropped on resume, so that frames and episodes never go backwards in metrics.jsonl.
     resumed_event = json.loads((logdir / "events.jsonl").read_text().splitlines()[-1])
-    assert resumed_event["event"] == "resumed" and resumed_event["checkpoint"].endswith(f"ckpt-{step}")
+    assert resumed_event["event"] == "resumed" and resumed_event["checkpoint"].endswith(
+        f"ckpt-{step}"
+    )
     everything = records(logdir)
-    after = everything[first_run - resumed_event["dropped_records"]:]
+    after = everything[first_run - resumed_event["dropped_records"] :]
     assert after, "metrics.jsonl was appended to"
     assert after[0]["learner_steps"] >= step  # counters continue from the checkpoint
     assert after[0]["frames"] >= step // config.learner.passes * config.steps_per_update
@@ -136,11 +154,22 @@ def test_killed_learner_stops_the_run_and_resume_continues_on_two_replicas(local
 
 def test_an_env_that_keeps_crashing_stops_the_run(local_ray, tmp_path):
     # A batch larger than the unrolls the actors send before the run stops: no step is taken.
-    config = TrainConfig.from_keys(dict(SMALL, env="crashing_env:CrashingCartPole-v1", num_actors=2,
-                                        batch_size=256, total_frames=1_000_000, max_actor_failures=2,
-                                        logdir=str(tmp_path / "run")))
-    with pytest.raises(TrainingFailed, match=r"actors keep failing: 3 actor failures within 600 s "
-                                             r"\(limit 2\).*RuntimeError: simulated env crash"):
+    config = TrainConfig.from_keys(
+        dict(
+            SMALL,
+            env="crashing_env:CrashingCartPole-v1",
+            num_actors=2,
+            batch_size=256,
+            total_frames=1_000_000,
+            max_actor_failures=2,
+            logdir=str(tmp_path / "run"),
+        )
+    )
+    with pytest.raises(
+        TrainingFailed,
+        match=r"actors keep failing: 3 actor failures within 600 s "
+        r"\(limit 2\).*RuntimeError: simulated env crash",
+    ):
         train(config)
     # It failed before its first step: nothing to resume, so nothing of it is left.
     assert not (tmp_path / "run").exists()

@@ -28,10 +28,13 @@ def run(request):
         [sys.executable, str(WORKER), str(n)], capture_output=True, text=True, timeout=300, env=env
     )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, f"worker failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return n, json.loads(lines[-1][len("RESULT "):])
+    assert proc.returncode == 0 and lines, (
+        f"worker failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
+    return n, json.loads(lines[-1][len("RESULT ") :])
 
 
+@pytest.mark.launches
 def test_replica_ids_and_count(run):
     n, result = run
     per = result["primitives"]["per_replica"]
@@ -40,6 +43,7 @@ def test_replica_ids_and_count(run):
     assert all(r["num_replicas"] == n for r in per)
 
 
+@pytest.mark.launches
 def test_all_reduce_ops_exact(run):
     n, result = run
     values = np.array([(i + 1) * np.array([1.0, -2.0]) for i in range(n)])
@@ -52,6 +56,7 @@ def test_all_reduce_ops_exact(run):
         np.testing.assert_array_equal(r["nested_sum"]["b"], [sum(range(n))])
 
 
+@pytest.mark.launches
 def test_all_gather_and_broadcast_exact(run):
     n, result = run
     values = np.array([(i + 1) * np.array([1.0, -2.0]) for i in range(n)])
@@ -61,6 +66,7 @@ def test_all_gather_and_broadcast_exact(run):
         assert r["broadcast_int"] == 7  # replica 0's value: 0 * 10 + 7
 
 
+@pytest.mark.launches
 def test_run_splits_batch_evenly_in_replica_order(run):
     n, result = run
     x = np.arange(4 * n, dtype=np.float32).reshape(2 * n, 2)
@@ -73,6 +79,7 @@ def test_run_splits_batch_evenly_in_replica_order(run):
     np.testing.assert_array_equal(np.concatenate(shards, axis=1), tb)
 
 
+@pytest.mark.launches
 def test_reduce(run):
     n, result = run
     values = np.array([(i + 1) * np.array([1.0, -2.0]) for i in range(n)])
@@ -80,6 +87,7 @@ def test_reduce(run):
     assert result["primitives"]["reduce_mean"] == pytest.approx((n - 1) / 2)  # mean of the ids
 
 
+@pytest.mark.launches
 def test_wrapped_optimizer_keeps_replicas_identical(run):
     n, result = run
     training = result["training"]
@@ -89,11 +97,18 @@ def test_wrapped_optimizer_keeps_replicas_identical(run):
             np.testing.assert_array_equal(copy, variable[0])
     # It really trained, the unused variable (None gradient) was skipped, and the
     # optimizer counted one iteration per step.
-    assert max(np.abs(np.subtract(v[0], i)).max() for v, i in zip(training["replicas"], training["initial"])) > 1e-2
+    assert (
+        max(
+            np.abs(np.subtract(v[0], i)).max()
+            for v, i in zip(training["replicas"], training["initial"])
+        )
+        > 1e-2
+    )
     np.testing.assert_array_equal(training["unused"], [1.0, 1.0])
     assert training["iterations"] == 4 and training["repeated"] == 2
 
 
+@pytest.mark.launches
 def test_repeat_stops_after_the_first_step_its_condition_holds_for(run):
     n, result = run
     r = result["repeat_until"]
@@ -101,6 +116,7 @@ def test_repeat_stops_after_the_first_step_its_condition_holds_for(run):
     assert r["all_done"] == 3 and r["counter"] == 7  # never true: every step, 4 + 3 in all
 
 
+@pytest.mark.launches
 def test_repeat_traces_its_step_once_and_keeps_autograph(run):
     n, result = run
     r = result["traced_once"]
@@ -119,6 +135,7 @@ def test_repeat_traces_its_step_once_and_keeps_autograph(run):
         assert shard == [float(v) for v in (2 * i, 2 * i + 1) if v > 0.5]
 
 
+@pytest.mark.launches
 def test_replicated_steps_equal_single_device_steps(run):
     _, result = run
     training = result["training"]
@@ -126,6 +143,7 @@ def test_replicated_steps_equal_single_device_steps(run):
         np.testing.assert_allclose(variable[0], single, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.launches
 def test_cross_replica_batch_norm_uses_global_statistics(run):
     n, result = run
     bn = result["batch_norm"]
@@ -140,15 +158,21 @@ def test_cross_replica_batch_norm_uses_global_statistics(run):
         np.testing.assert_array_equal(copy, moving_var[0])
 
 
+@pytest.mark.launches
 def test_errors_are_clear(run):
     n, result = run
     errors = result["errors"]
     if n > 1:
-        assert f"over {n} replicas" in errors["not_divisible"] and str(2 * n + 1) in errors["not_divisible"]
+        assert (
+            f"over {n} replicas" in errors["not_divisible"]
+            and str(2 * n + 1) in errors["not_divisible"]
+        )
         assert errors["repeat_not_divisible"] == errors["not_divisible"]
     else:  # one replica takes any batch size
         assert "not_divisible" not in errors and "repeat_not_divisible" not in errors
-    assert f"cpu:{n + 1}" in errors["late_count"] and f"initialised with {n}" in errors["late_count"]
+    assert (
+        f"cpu:{n + 1}" in errors["late_count"] and f"initialised with {n}" in errors["late_count"]
+    )
     assert "must be called inside a step_fn" in errors["cross_replica"]
     assert errors["unreplicated_sum"] == 2.0
 
@@ -169,13 +193,19 @@ def test_parse_devices(spec, expected):
     assert parse_devices(spec) == expected
 
 
-@pytest.mark.parametrize("spec", ["", "cpu:0", "cpu:-1", "gpu:x", "tpu:2", "auto:2", "cuda", "cpu:2:3", None, 3])
+@pytest.mark.parametrize(
+    "spec", ["", "cpu:0", "cpu:-1", "gpu:x", "tpu:2", "auto:2", "cuda", "cpu:2:3", None, 3]
+)
 def test_parse_devices_rejects_bad_specs(spec):
-    with pytest.raises(ValueError, match=r"bad device spec .*expected \"auto\", \"cpu\", \"cpu:N\""):
+    with pytest.raises(
+        ValueError, match=r"bad device spec .*expected \"auto\", \"cpu\", \"cpu:N\""
+    ):
         parse_devices(spec)
 
 
-@pytest.mark.parametrize("spec, gpus", [("cpu", 0), ("cpu:4", 0), ("auto", 0), ("gpu", 1), ("gpu:4", 4)])
+@pytest.mark.parametrize(
+    "spec, gpus", [("cpu", 0), ("cpu:4", 0), ("auto", 0), ("gpu", 1), ("gpu:4", 4)]
+)
 def test_learner_asks_ray_for_its_gpus(spec, gpus):
     from impala_rep.learner.ray_learner import learner_gpus
 
@@ -208,7 +238,9 @@ def train(where, steps=3):
     if where == "outside":
         optimizer = make()
     with replicator.scope():
-        model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(1, kernel_initializer="zeros")])
+        model = tf.keras.Sequential(
+            [tf.keras.Input((3,)), tf.keras.layers.Dense(1, kernel_initializer="zeros")]
+        )
         if where != "outside":
             optimizer = make()
         applied = optimizer if where == "unwrapped" else replicator.wrap_optimizer(optimizer)
@@ -220,7 +252,9 @@ def train(where, steps=3):
     def step_fn(batch):
         with tf.GradientTape() as tape:
             loss = tf.reduce_mean(tf.square(model(batch["x"]) - batch["y"]))
-        applied.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        applied.apply_gradients(
+            zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
+        )
         return loss
 
     with warnings.catch_warnings(record=True) as caught:
@@ -236,21 +270,33 @@ print("RESULT " + json.dumps({where: train(where) for where in ("inside", "outsi
 """
 
 
+@pytest.mark.launches
 def test_optimizer_mistakes_on_two_replicas():
-    proc = subprocess.run([sys.executable, "-c", OPTIMIZER_MISTAKES], capture_output=True, text=True,
-                          timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    proc = subprocess.run(
+        [sys.executable, "-c", OPTIMIZER_MISTAKES],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+    )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, f"worker failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    result = json.loads(lines[-1][len("RESULT "):])
+    assert proc.returncode == 0 and lines, (
+        f"worker failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
+    result = json.loads(lines[-1][len("RESULT ") :])
     inside, outside, unwrapped = result["inside"], result["outside"], result["unwrapped"]
     # Made and built inside scope(): no warning, one count per step.
     assert inside["warnings"] == [] and inside["iterations"] == 3
     # Made outside: every replica advances the step counter (and the momentum slot).
     assert outside["iterations"] == 6
     assert outside["warnings"], "no warning for an optimizer made outside scope()"
-    assert all("created outside Replicator.scope()" in w and "advance 2 times per step" in w
-               for w in outside["warnings"])
+    assert all(
+        "created outside Replicator.scope()" in w and "advance 2 times per step" in w
+        for w in outside["warnings"]
+    )
     # Unwrapped: Keras sums the 2 replicas' gradients, so plain SGD's first step is twice the
     # wrapped (mean) one; no warning can see it.
-    np.testing.assert_allclose(unwrapped["first_step"], 2 * np.asarray(inside["first_step"]), rtol=1e-5)
+    np.testing.assert_allclose(
+        unwrapped["first_step"], 2 * np.asarray(inside["first_step"]), rtol=1e-5
+    )
     assert unwrapped["warnings"] == [] and unwrapped["iterations"] == 3

@@ -21,8 +21,11 @@ T, B, A, OBS = 4, 6, 3, 5
 
 def stats_of(values):
     values = np.asarray(values, np.float64)
-    return EpisodeStats(np.zeros(0), np.zeros(0, np.int64),
-                        return_moments=(float(values.size), float(values.mean()), float(values.var())))
+    return EpisodeStats(
+        np.zeros(0),
+        np.zeros(0, np.int64),
+        return_moments=(float(values.size), float(values.mean()), float(values.var())),
+    )
 
 
 def test_merged_moments_are_those_of_all_values_together():
@@ -40,8 +43,13 @@ def test_merged_moments_are_those_of_all_values_together():
 def test_combine_pools_the_moments_of_several_blocks():
     rng = np.random.default_rng(1)
     parts = [rng.normal(-5.0, 2.0, size=n) for n in (3, 50, 11)]
-    stats = [stats_of(parts[0]), None, stats_of(parts[1]),
-             EpisodeStats(np.zeros(0), np.zeros(0)), stats_of(parts[2])]
+    stats = [
+        stats_of(parts[0]),
+        None,
+        stats_of(parts[1]),
+        EpisodeStats(np.zeros(0), np.zeros(0)),
+        stats_of(parts[2]),
+    ]
     count, mean, variance = RewardScale.combine(stats)
     everything = np.concatenate(parts)
     assert count == everything.size
@@ -61,16 +69,23 @@ def test_apply_divides_the_rewards_only():
 
 
 def test_state_round_trips_through_a_checkpoint(tmp_path):
-    learner = Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(8,)), replicator=Replicator("cpu"),
-                      total_steps=10, observation_shape=(OBS,))
+    learner = Learner(
+        agent=MLPAgent(num_actions=A, hidden_sizes=(8,)),
+        replicator=Replicator("cpu"),
+        total_steps=10,
+        observation_shape=(OBS,),
+    )
     scale = RewardScale()
     scale.update([stats_of([1.0, 2.0, 7.0])])
     RunCheckpoint(learner=learner, directory=tmp_path, return_moments=True).save(
-        RunCounters(frames=10, episodes=1, recent_returns=(1.0,), return_moments=scale.state))
+        RunCounters(frames=10, episodes=1, recent_returns=(1.0,), return_moments=scale.state)
+    )
     _, counters = RunCheckpoint(learner=learner, directory=tmp_path, return_moments=True).restore()
     restored = RewardScale()
     restored.restore(counters.return_moments)
-    assert restored.state == pytest.approx(scale.state) and restored.scale == pytest.approx(scale.scale)
+    assert restored.state == pytest.approx(scale.state) and restored.scale == pytest.approx(
+        scale.scale
+    )
     # A checkpoint without the moments (reward scaling off, or written before it existed)
     # still restores into a checkpoint object without them.
     _, plain = RunCheckpoint(learner=learner, directory=tmp_path).restore()
@@ -85,14 +100,24 @@ def test_the_service_trains_on_scaled_rewards():
     def make_learner():
         # No reward clipping: clipped to [-1, 1], most of these rewards would be equal
         # with or without the scaling.
-        return Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(8,)), replicator=replicator,
-                       total_steps=100, optimizer=OptimizerConfig(learning_rate=1e-2),
-                       loss=LossConfig(reward_clipping="none"), observation_shape=(OBS,))
+        return Learner(
+            agent=MLPAgent(num_actions=A, hidden_sizes=(8,)),
+            replicator=replicator,
+            total_steps=100,
+            optimizer=OptimizerConfig(learning_rate=1e-2),
+            loss=LossConfig(reward_clipping="none"),
+            observation_shape=(OBS,),
+        )
 
     served, twin = make_learner(), make_learner()
     twin.agent.set_weights(served.agent.get_weights())
-    service = LearnerService(learner=served, batch_size=B, total_frames=T * B, queue_capacity=1,
-                             reward_scale=RewardScale())
+    service = LearnerService(
+        learner=served,
+        batch_size=B,
+        total_frames=T * B,
+        queue_capacity=1,
+        reward_scale=RewardScale(),
+    )
     batch = random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=2)
     batch = batch._replace(rewards=batch.rewards * 50.0)
     moments = stats_of([-100.0, -40.0, 0.0, 10.0])
@@ -113,13 +138,21 @@ def test_a_checkpoint_holds_the_moments_of_the_batches_trained_on(tmp_path):
     of the last batch trained on. Here a checkpoint is due after every step and the second
     batch is non-finite (never trained on): the checkpoint of step 1 is the last good one, and
     its moments are the first batch's alone."""
-    learner = Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(8,)), replicator=Replicator("cpu"),
-                      total_steps=100, observation_shape=(OBS,))
-    service = LearnerService(learner=learner, batch_size=B, total_frames=10 * T * B,
-                             queue_capacity=2, reward_scale=RewardScale(),
-                             checkpoint=RunCheckpoint(learner=learner, directory=tmp_path,
-                                                      return_moments=True),
-                             checkpoint_every_s=1e-3)
+    learner = Learner(
+        agent=MLPAgent(num_actions=A, hidden_sizes=(8,)),
+        replicator=Replicator("cpu"),
+        total_steps=100,
+        observation_shape=(OBS,),
+    )
+    service = LearnerService(
+        learner=learner,
+        batch_size=B,
+        total_frames=10 * T * B,
+        queue_capacity=2,
+        reward_scale=RewardScale(),
+        checkpoint=RunCheckpoint(learner=learner, directory=tmp_path, return_moments=True),
+        checkpoint_every_s=1e-3,
+    )
     bad = random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=1)
     bad.observations[0, 0, 0] = np.inf
     first = stats_of([1.0, 2.0, 7.0])

@@ -22,8 +22,10 @@ NORMALIZATION = ((0.0, 0.0), (1.0, 0.1))
 
 
 def _agent():
-    return RNDAgent(MLPAgent(num_actions=A, observation_normalization=NORMALIZATION),
-                    observation_normalization=NORMALIZATION)
+    return RNDAgent(
+        MLPAgent(num_actions=A, observation_normalization=NORMALIZATION),
+        observation_normalization=NORMALIZATION,
+    )
 
 
 def test_the_bonus_is_the_novelty_centred_on_the_batch_mean_and_zero_where_an_episode_ended():
@@ -51,19 +53,37 @@ def test_the_target_is_the_same_random_network_in_every_process():
 
 def test_a_learner_given_rnd_cost_without_rnds_agent_and_loss_refuses_it():
     # train() wraps the agent and loss; by hand, a plain agent would train without the bonus.
-    with pytest.raises(ValueError, match=r"bad rnd_cost 5.0: a Learner does not add random network "
-                                         r"distillation itself; give it impala_rep.rnd.RNDAgent"):
-        Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(8,)), replicator=Replicator("cpu"),
-                observation_shape=(OBS,), total_steps=1, loss=LossConfig(rnd_cost=5.0))
+    with pytest.raises(
+        ValueError,
+        match=r"bad rnd_cost 5.0: a Learner does not add random network "
+        r"distillation itself; give it impala_rep.rnd.RNDAgent",
+    ):
+        Learner(
+            agent=MLPAgent(num_actions=A, hidden_sizes=(8,)),
+            replicator=Replicator("cpu"),
+            observation_shape=(OBS,),
+            total_steps=1,
+            loss=LossConfig(rnd_cost=5.0),
+        )
     # An RNDAgent under a loss that adds no bonus (here the default): refused at its first step.
-    learner = Learner(agent=_agent(), replicator=Replicator("cpu"), observation_shape=(OBS,),
-                      total_steps=1, loss=LossConfig(rnd_cost=5.0))
+    learner = Learner(
+        agent=_agent(),
+        replicator=Replicator("cpu"),
+        observation_shape=(OBS,),
+        total_steps=1,
+        loss=LossConfig(rnd_cost=5.0),
+    )
     batch = random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=5)
     with pytest.raises(ValueError, match=r"bad rnd_cost 5.0: the loss adds no novelty bonus"):
         learner.step(batch)
-    learner = Learner(agent=_agent(), replicator=Replicator("cpu"), observation_shape=(OBS,),
-                      total_steps=1, loss=LossConfig(rnd_cost=5.0),
-                      loss_fn=lambda **kw: rnd_loss_fn(rnd_cost=5.0, **kw))
+    learner = Learner(
+        agent=_agent(),
+        replicator=Replicator("cpu"),
+        observation_shape=(OBS,),
+        total_steps=1,
+        loss=LossConfig(rnd_cost=5.0),
+        loss_fn=lambda **kw: rnd_loss_fn(rnd_cost=5.0, **kw),
+    )
     assert learner.agent.predictor_variables
     assert learner.step(batch)["rnd_on"] == 1.0
 
@@ -76,19 +96,28 @@ def _step_costs(batch):
     return batch._replace(prev_rewards=prev_rewards)
 
 
-@pytest.mark.parametrize("step_costs_only, rewards, bonus_on", [
-    (False, "random", True),       # --rnd-cost alone: every batch
-    (True, "step costs", True),    # --rnd-step-costs-only on MountainCar's kind of batch
-    (True, "random", False),       # ... and on any other: the IMPALA loss alone
-], ids=["always", "step-costs-only-on", "step-costs-only-off"])
+@pytest.mark.parametrize(
+    "step_costs_only, rewards, bonus_on",
+    [
+        (False, "random", True),  # --rnd-cost alone: every batch
+        (True, "step costs", True),  # --rnd-step-costs-only on MountainCar's kind of batch
+        (True, "random", False),  # ... and on any other: the IMPALA loss alone
+    ],
+    ids=["always", "step-costs-only-on", "step-costs-only-off"],
+)
 def test_a_learner_step_is_sgd_on_the_bonus_rewarded_impala_loss_plus_the_predictor_error(
-        step_costs_only, rewards, bonus_on):
+    step_costs_only, rewards, bonus_on
+):
     lr = 0.01
-    learner = Learner(agent=_agent(), replicator=Replicator("cpu"), observation_shape=(OBS,),
-                      total_steps=10, optimizer=OptimizerConfig(max_grad_norm=None),
-                      make_optimizer=lambda: tf.keras.optimizers.SGD(lr),
-                      loss_fn=lambda **kw: rnd_loss_fn(rnd_cost=COST, step_costs_only=step_costs_only,
-                                                       **kw))
+    learner = Learner(
+        agent=_agent(),
+        replicator=Replicator("cpu"),
+        observation_shape=(OBS,),
+        total_steps=10,
+        optimizer=OptimizerConfig(max_grad_norm=None),
+        make_optimizer=lambda: tf.keras.optimizers.SGD(lr),
+        loss_fn=lambda **kw: rnd_loss_fn(rnd_cost=COST, step_costs_only=step_costs_only, **kw),
+    )
     batch = random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=5)
     if rewards == "step costs":
         batch = _step_costs(batch)
@@ -115,8 +144,10 @@ def test_a_learner_step_is_sgd_on_the_bonus_rewarded_impala_loss_plus_the_predic
         loss = manual_impala_loss(agent, rewarded, LossConfig())
         if bonus_on:
             loss += tf.reduce_sum(agent.novelty(following))
-    grads = [tf.zeros_like(v) if g is None else g
-             for v, g in zip(agent.trainable_variables, tape.gradient(loss, agent.trainable_variables))]
+    grads = [
+        tf.zeros_like(v) if g is None else g
+        for v, g in zip(agent.trainable_variables, tape.gradient(loss, agent.trainable_variables))
+    ]
 
     metrics = learner.step(batch)
 
@@ -128,34 +159,59 @@ def test_a_learner_step_is_sgd_on_the_bonus_rewarded_impala_loss_plus_the_predic
     assert (moved > 0) == bonus_on
     assert metrics["rnd_on"] == float(bonus_on)
     assert metrics["rnd_novelty"] == pytest.approx(error.mean() if bonus_on else 0.0, rel=1e-5)
-    assert metrics["rnd_bonus_rms"] == pytest.approx(np.sqrt(np.mean(bonus ** 2)), rel=1e-4)
+    assert metrics["rnd_bonus_rms"] == pytest.approx(np.sqrt(np.mean(bonus**2)), rel=1e-4)
 
 
-@pytest.mark.parametrize("rewards, ended, expected", [
-    ([[-1, -1], [-1, 5]], [[0, 0], [0, 1]], True),    # a constant cost; an episode's end aside
-    ([[-1, -1], [-1, -1]], [[0, 0], [0, 0]], True),
-    ([[1, 1], [1, 1]], [[0, 0], [0, 0]], False),       # a survival reward
-    ([[0, 0], [0, 0]], [[0, 0], [0, 0]], False),       # no reward
-    ([[-1, -1], [-10, -1]], [[0, 0], [0, 0]], False),  # costs that differ
-    ([[-1, -1], [-1, -1.01]], [[0, 0], [0, 0]], False),
-    ([[-1, -1], [-1, -1]], [[1, 1], [1, 1]], False),   # nothing but ends
-])
-def test_a_step_cost_batch_is_one_negative_reward_on_every_step_that_did_not_end(rewards, ended,
-                                                                                 expected):
+@pytest.mark.parametrize(
+    "rewards, ended, expected",
+    [
+        ([[-1, -1], [-1, 5]], [[0, 0], [0, 1]], True),  # a constant cost; an episode's end aside
+        ([[-1, -1], [-1, -1]], [[0, 0], [0, 0]], True),
+        ([[1, 1], [1, 1]], [[0, 0], [0, 0]], False),  # a survival reward
+        ([[0, 0], [0, 0]], [[0, 0], [0, 0]], False),  # no reward
+        ([[-1, -1], [-10, -1]], [[0, 0], [0, 0]], False),  # costs that differ
+        ([[-1, -1], [-1, -1.01]], [[0, 0], [0, 0]], False),
+        ([[-1, -1], [-1, -1]], [[1, 1], [1, 1]], False),  # nothing but ends
+    ],
+)
+def test_a_step_cost_batch_is_one_negative_reward_on_every_step_that_did_not_end(
+    rewards, ended, expected
+):
     got = step_cost_batch(rewards=np.array(rewards, np.float32), ended=np.array(ended, bool))
     assert bool(got) == expected
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "impala_rep", *args], capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "impala_rep", *args], capture_output=True, text=True, timeout=300
+    )
 
 
+@pytest.mark.launches
 def test_rnd_cost_trains_resumes_and_evaluates_through_the_commands(tmp_path):
     run = tmp_path / "run"
-    common = ["--launcher", "local", "--num-actors", "1", "--envs-per-actor", "8", "--batch-size", "8"]
-    proc = _cli("train", "--env", "MountainCar-v0", "--total-frames", "6400", "--rnd-cost", "100",
-                *common, "--logdir", str(run))
+    common = [
+        "--launcher",
+        "local",
+        "--num-actors",
+        "1",
+        "--envs-per-actor",
+        "8",
+        "--batch-size",
+        "8",
+    ]
+    proc = _cli(
+        "train",
+        "--env",
+        "MountainCar-v0",
+        "--total-frames",
+        "6400",
+        "--rnd-cost",
+        "100",
+        *common,
+        "--logdir",
+        str(run),
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads((run / "config.json").read_text())["loss"]["rnd_cost"] == 100.0
     first = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -165,7 +221,9 @@ def test_rnd_cost_trains_resumes_and_evaluates_through_the_commands(tmp_path):
     # evaluation build the same agent (a mismatch fails to restore).
     proc = _cli("train", "--resume", str(run), "--total-frames", "9600")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    resumed = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()[len(first):]]
+    resumed = [
+        json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()[len(first) :]
+    ]
     assert resumed and resumed[-1]["frames"] >= 9600
     trained = [r for r in resumed if r.get("loss") is not None]
     assert trained and all(r["rnd_novelty"] > 0 for r in trained), resumed  # still with RND
@@ -174,21 +232,42 @@ def test_rnd_cost_trains_resumes_and_evaluates_through_the_commands(tmp_path):
     assert "greedy policy, 2 episodes" in proc.stdout
 
 
+@pytest.mark.launches
 def test_rnd_cost_wraps_the_users_agent_and_loss(tmp_path):
     """The bonus goes beside any agent and into any loss: the custom-agent example's
     batch-norm agent and L2-regularised loss train with it (their own metric and RND's)."""
     example = pathlib.Path(__file__).resolve().parents[1] / "examples" / "custom_agent.py"
     run = tmp_path / "run"
-    proc = _cli("train", "--env", "CartPole-v1", "--total-frames", "6400", "--rnd-cost", "10",
-                "--no-rnd-step-costs-only",  # CartPole's +1 a step: on every batch only so
-                "--agent", f"{example}:make_agent", "--loss", f"{example}:l2_regularised_loss",
-                "--launcher", "local", "--num-actors", "1", "--envs-per-actor", "8",
-                "--batch-size", "8", "--logdir", str(run))
+    proc = _cli(
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--total-frames",
+        "6400",
+        "--rnd-cost",
+        "10",
+        "--no-rnd-step-costs-only",  # CartPole's +1 a step: on every batch only so
+        "--agent",
+        f"{example}:make_agent",
+        "--loss",
+        f"{example}:l2_regularised_loss",
+        "--launcher",
+        "local",
+        "--num-actors",
+        "1",
+        "--envs-per-actor",
+        "8",
+        "--batch-size",
+        "8",
+        "--logdir",
+        str(run),
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
     assert last["l2_loss"] > 0 and last["rnd_novelty"] > 0, last
 
 
+@pytest.mark.launches
 def test_the_wrapped_agent_and_loss_pickle_without_tensorflow():
     """The driver imports no TensorFlow, and Ray pickles the agent factory and the loss to
     the learner and actor processes: `with_rnd`'s wrappers must be both."""
@@ -199,8 +278,8 @@ from impala_rep.envs.factory import describe_env
 from impala_rep.run.prepare import agent_factory_for, with_rnd
 config = TrainConfig.from_keys({"env": "MountainCar-v0", "rnd_cost": 10.0})
 spec = describe_env("MountainCar-v0")
-agent, loss = with_rnd(config, spec, agent_factory=agent_factory_for(config.replace({"rnd_cost": 0.0}), spec),
-                       loss=None)
+base = agent_factory_for(config.replace({"rnd_cost": 0.0}), spec)
+agent, loss = with_rnd(config, spec, agent_factory=base, loss=None)
 agent, loss = pickle.loads(pickle.dumps((agent, loss)))
 assert "tensorflow" not in sys.modules, "the driver imported TensorFlow"
 print(type(agent()).__name__, agent().policy.num_actions)

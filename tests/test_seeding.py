@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from impala_rep.run.supervisor import actor_seed
 from impala_rep.envs.seeding import ALE_SEED_LIMIT, NUMPY_SEED_LIMIT, first_sub_env_seed
+from impala_rep.run.supervisor import actor_seed
 
 
 @pytest.mark.parametrize("limit", [ALE_SEED_LIMIT, NUMPY_SEED_LIMIT])
@@ -21,7 +21,9 @@ def test_every_sub_env_seed_fits_and_small_seeds_are_kept(limit, num_envs):
 
 def test_actor_seeds_reach_beyond_ale_range():
     # Why the module exists: actor seeds are uint32, half of them beyond ALE's C int.
-    seeds = np.array([actor_seed(seed=0, slot=slot, generation=0, start_step=0) for slot in range(50)])
+    seeds = np.array(
+        [actor_seed(seed=0, slot=slot, generation=0, start_step=0) for slot in range(50)]
+    )
     assert (seeds >= ALE_SEED_LIMIT).any()
 
 

@@ -22,8 +22,11 @@ from impala_rep.run.run_log import read_metrics  # noqa: E402
 
 
 def descendants(pid: int) -> set[int]:
-    return {int(p.name) for p in pathlib.Path("/proc").iterdir()
-            if p.name.isdigit() and is_descendant(int(p.name), pid)}
+    return {
+        int(p.name)
+        for p in pathlib.Path("/proc").iterdir()
+        if p.name.isdigit() and is_descendant(int(p.name), pid)
+    }
 
 
 def alive(pids: set[int]) -> set[int]:
@@ -50,10 +53,11 @@ def left_behind(pids: set[int], *, within: float = 10.0) -> set[int]:
 
 
 def listening_addresses(pids: set[int]) -> set[str]:
-    """"ADDRESS:PORT" on which any of `pids` listens, as `ss -ltnp` shows them."""
+    """ "ADDRESS:PORT" on which any of `pids` listens, as `ss -ltnp` shows them."""
     out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
-    return {line.split()[3] for line in out.splitlines()
-            if any(f"pid={pid}," in line for pid in pids)}
+    return {
+        line.split()[3] for line in out.splitlines() if any(f"pid={pid}," in line for pid in pids)
+    }
 
 
 def listening_ports(pids: set[int]) -> set[int]:
@@ -78,10 +82,28 @@ def listening_ports(pids: set[int]) -> set[int]:
 
 
 def start_training(logdir: pathlib.Path, *flags: str) -> subprocess.Popen:
-    command = [sys.executable, "-m", "impala_rep", "train", "--env", "CartPole-v1",
-               "--num-actors", "1", "--envs-per-actor", "16", "--batch-size", "16",
-               # Reports every 0.5 s: the tests wait for one that shows training.
-               "--total-frames", "100000000", "--report-every", "0.5", "--logdir", str(logdir), *flags]
+    command = [
+        sys.executable,
+        "-m",
+        "impala_rep",
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--num-actors",
+        "1",
+        "--envs-per-actor",
+        "16",
+        "--batch-size",
+        "16",
+        # Reports every 0.5 s: the tests wait for one that shows training.
+        "--total-frames",
+        "100000000",
+        "--report-every",
+        "0.5",
+        "--logdir",
+        str(logdir),
+        *flags,
+    ]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -111,6 +133,7 @@ def wait_for_training(process: subprocess.Popen, logdir: pathlib.Path, timeout=1
 # SIGTERM only under Ray: SIGINT takes the same path (StopSignals); its first stage under Ray is
 # tested below (a second Ctrl-C), and its whole path, checkpoint and 130, with --launcher local
 # (test_local_launcher.py). Each run here costs the suite most of a minute.
+@pytest.mark.launches
 @pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143)])
 def test_a_signal_saves_a_checkpoint_and_exits_cleanly(tmp_path, signum, code):
     logdir = tmp_path / "run"
@@ -138,6 +161,7 @@ def test_a_signal_saves_a_checkpoint_and_exits_cleanly(tmp_path, signum, code):
     assert not left_behind(spawned), f"orphaned processes: {left_behind(spawned, within=0)}"
 
 
+@pytest.mark.launches
 def test_a_second_ctrl_c_exits_at_once_without_orphans(tmp_path):
     logdir = tmp_path / "run"
     process = start_training(logdir)
@@ -179,6 +203,7 @@ def wait_for_ray_to_start(process: subprocess.Popen, timeout=120.0) -> None:
 
 # SIGTERM only: SIGINT takes the same path (StopSignals), tested with --launcher local
 # (test_local_launcher.py) and, under Ray, by the second Ctrl-C test above.
+@pytest.mark.launches
 @pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143)])
 def test_a_signal_during_start_up_exits_cleanly_and_keeps_nothing(tmp_path, signum, code):
     logdir = tmp_path / "run"
@@ -193,10 +218,14 @@ def test_a_signal_during_start_up_exits_cleanly_and_keeps_nothing(tmp_path, sign
     # Nothing to resume from: a new run stopped before its first checkpoint keeps nothing,
     # so the same command can run again.
     assert not logdir.exists(), sorted(p.name for p in logdir.iterdir())
-    assert f"stopped before the first checkpoint: nothing of this run was kept ({logdir} removed)" in out
+    assert (
+        f"stopped before the first checkpoint: nothing of this run was kept ({logdir} removed)"
+        in out
+    )
     assert not left_behind(spawned), f"orphaned processes: {left_behind(spawned, within=0)}"
 
 
+@pytest.mark.launches
 def test_a_signal_while_checking_inputs_exits_before_anything_is_written(tmp_path):
     logdir = tmp_path / "run"
     process = start_training(logdir)
@@ -209,6 +238,7 @@ def test_a_signal_while_checking_inputs_exits_before_anything_is_written(tmp_pat
     assert not logdir.exists()
 
 
+@pytest.mark.launches
 def test_a_failed_log_write_stops_the_run_with_a_checkpoint(tmp_path):
     logdir = tmp_path / "run"
     process = start_training(logdir)
@@ -222,18 +252,27 @@ def test_a_failed_log_write_stops_the_run_with_a_checkpoint(tmp_path):
     out, _ = process.communicate(timeout=180)
 
     assert process.returncode == 1, out
-    assert f"impala-rep: error: cannot write the run's logs in {logdir}: OSError: [Errno 27] File too large" in out
+    assert (
+        f"impala-rep: error: cannot write the run's logs in {logdir}: "
+        "OSError: [Errno 27] File too large" in out
+    )
     # The step is printed with thousands separators ("learner step 1,808").
-    match = re.search(r"the last good checkpoint is (\S+) \(learner step (\d{1,3}(?:,\d{3})*)\); "
-                      r"continue with: impala-rep train --resume (\S+)", out)
+    match = re.search(
+        r"the last good checkpoint is (\S+) \(learner step (\d{1,3}(?:,\d{3})*)\); "
+        r"continue with: impala-rep train --resume (\S+)",
+        out,
+    )
     assert match and match[3] == str(logdir), out
     step = match[2].replace(",", "")
     assert match[1] == str(logdir / "checkpoints" / f"ckpt-{step}"), out
     index = (logdir / "checkpoints" / "checkpoint").read_text()
-    assert f'model_checkpoint_path: "ckpt-{step}"' in index  # the stop's own checkpoint is the newest
+    assert (
+        f'model_checkpoint_path: "ckpt-{step}"' in index
+    )  # the stop's own checkpoint is the newest
     assert not left_behind(spawned), f"orphaned processes: {left_behind(spawned, within=0)}"
 
 
+@pytest.mark.launches
 def test_a_stopped_two_host_run_resumes_on_two_hosts_then_one_and_continues_its_counters(tmp_path):
     logdir = tmp_path / "run"
     # Checkpoints every 0.5 s too: the hosts agree on a periodic save mid-run (the resumed runs
@@ -241,20 +280,38 @@ def test_a_stopped_two_host_run_resumes_on_two_hosts_then_one_and_continues_its_
     # 320 frames (160 from each host), each trained on 2 times: the totals below count in those.
     unroll, passes = 20, 2
     batch_frames = 16 * unroll
-    process = start_training(logdir, "--learner-hosts", "2", "--num-actors", "2", "--unroll-length",
-                             str(unroll), "--passes", str(passes), "--checkpoint-every", "0.5")
+    process = start_training(
+        logdir,
+        "--learner-hosts",
+        "2",
+        "--num-actors",
+        "2",
+        "--unroll-length",
+        str(unroll),
+        "--passes",
+        str(passes),
+        "--checkpoint-every",
+        "0.5",
+    )
     wait_for_training(process, logdir)
     # What listens beyond loopback, measured: only TensorFlow's gRPC server of each learner
     # host (it binds 0.0.0.0, hard-coded in TF's GrpcServer; docs/guide/long-jobs.md says so).
     spawned = descendants(process.pid)
-    hosts = {pid for pid in spawned
-             if pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::LearnerHost")}
+    hosts = {
+        pid
+        for pid in spawned
+        if pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::LearnerHost")
+    }
     assert len(hosts) == 2
-    beyond_loopback = {address for address in listening_addresses(spawned | {process.pid})
-                       if not is_loopback(address.rsplit(":", 1)[0])}
+    beyond_loopback = {
+        address
+        for address in listening_addresses(spawned | {process.pid})
+        if not is_loopback(address.rsplit(":", 1)[0])
+    }
     assert beyond_loopback <= listening_addresses(hosts)
-    assert len(beyond_loopback) == 2 and all(a.rsplit(":", 1)[0] in ("0.0.0.0", "*")
-                                             for a in beyond_loopback), beyond_loopback
+    assert len(beyond_loopback) == 2 and all(
+        a.rsplit(":", 1)[0] in ("0.0.0.0", "*") for a in beyond_loopback
+    ), beyond_loopback
     process.send_signal(signal.SIGTERM)  # as a preemption does
     out, _ = process.communicate(timeout=180)
     assert process.returncode == 143, out
@@ -263,14 +320,28 @@ def test_a_stopped_two_host_run_resumes_on_two_hosts_then_one_and_continues_its_
     assert f'"ckpt-{step}"' in (logdir / "checkpoints" / "checkpoint").read_text()
 
     # Only the flags given change the saved config: still 2 hosts, a new frame total.
-    resumed = subprocess.run([sys.executable, "-m", "impala_rep", "train", "--resume", str(logdir),
-                              "--total-frames", str(frames + 3200)],
-                             capture_output=True, text=True, timeout=300)
+    resumed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "impala_rep",
+            "train",
+            "--resume",
+            str(logdir),
+            "--total-frames",
+            str(frames + 3200),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert f"resumed from {logdir / 'checkpoints' / f'ckpt-{step}'} (learner step {step:,}, " \
-           f"{frames:,} frames)" in resumed.stdout
+    assert (
+        f"resumed from {logdir / 'checkpoints' / f'ckpt-{step}'} (learner step {step:,}, "
+        f"{frames:,} frames)" in resumed.stdout
+    )
     records = read_metrics(logdir)
-    after = records[records.index(stopped) + 1:]  # the stop's record is the checkpoint's: kept
+    after = records[records.index(stopped) + 1 :]  # the stop's record is the checkpoint's: kept
     assert after[0]["learner_steps"] >= step and after[0]["frames"] >= frames
     assert after[0]["episodes"] >= stopped["episodes"]  # the hosts' shares add up to the total
     # The run ends exactly at its total: the stop kept whole batches, and 3200 is 10 of them.
@@ -281,16 +352,33 @@ def test_a_stopped_two_host_run_resumes_on_two_hosts_then_one_and_continues_its_
     # And onto one host: the chief's checkpoint holds the whole run's counters, and does not
     # depend on the number of hosts. In one process (--launcher local): the learner is the same,
     # and the suite saves a Ray start and two processes' TensorFlow import.
-    single = subprocess.run([sys.executable, "-m", "impala_rep", "train", "--resume", str(logdir),
-                             "--learner-hosts", "1", "--launcher", "local",
-                             "--total-frames", str(frames + 6400)],
-                            capture_output=True, text=True, timeout=300)
+    single = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "impala_rep",
+            "train",
+            "--resume",
+            str(logdir),
+            "--learner-hosts",
+            "1",
+            "--launcher",
+            "local",
+            "--total-frames",
+            str(frames + 6400),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert single.returncode == 0, single.stdout + single.stderr
     ended = records[-1]["learner_steps"]
-    assert f"resumed from {logdir / 'checkpoints' / f'ckpt-{ended}'} (learner step {ended:,}, " \
-           f"{frames + 3200:,} frames)" in single.stdout
+    assert (
+        f"resumed from {logdir / 'checkpoints' / f'ckpt-{ended}'} (learner step {ended:,}, "
+        f"{frames + 3200:,} frames)" in single.stdout
+    )
     more = read_metrics(logdir)
-    third = more[len(records):]
+    third = more[len(records) :]
     assert third[0]["learner_steps"] >= ended and third[0]["frames"] >= frames + 3200
     assert third[0]["episodes"] >= records[-1]["episodes"]
     assert more[-1]["frames"] == frames + 6400
@@ -298,6 +386,7 @@ def test_a_stopped_two_host_run_resumes_on_two_hosts_then_one_and_continues_its_
     assert json.loads((logdir / "config.json").read_text())["learner"]["hosts"] == 1
 
 
+@pytest.mark.launches
 def test_a_dead_learner_is_reported_as_such_when_more_actors_fail_than_are_tolerated(tmp_path):
     # Once the learner is gone every actor's loop fails: with more actors than
     # --max-actor-failures that is a "crash loop", but the cause is the learner.
@@ -305,8 +394,11 @@ def test_a_dead_learner_is_reported_as_such_when_more_actors_fail_than_are_toler
     process = start_training(logdir, "--num-actors", "2", "--max-actor-failures", "1")
     wait_for_training(process, logdir)
     spawned = descendants(process.pid)
-    learner = [pid for pid in spawned
-               if pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::LearnerHost")]
+    learner = [
+        pid
+        for pid in spawned
+        if pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::LearnerHost")
+    ]
     assert len(learner) == 1, learner
     os.kill(learner[0], signal.SIGKILL)
     out, _ = process.communicate(timeout=180)

@@ -6,12 +6,15 @@ import pytest
 from impala_rep.devices import DeviceSpec, parse_devices, tpu_resolver_args
 
 
-@pytest.mark.parametrize("spec, name", [
-    ("tpu:my-tpu", "my-tpu"),
-    ("tpu:grpc://10.0.0.2:8470", "grpc://10.0.0.2:8470"),
-    ("tpu:local", "local"),
-    ("TPU:Pod-Slice_1", "Pod-Slice_1"),  # the name keeps its case
-])
+@pytest.mark.parametrize(
+    "spec, name",
+    [
+        ("tpu:my-tpu", "my-tpu"),
+        ("tpu:grpc://10.0.0.2:8470", "grpc://10.0.0.2:8470"),
+        ("tpu:local", "local"),
+        ("TPU:Pod-Slice_1", "Pod-Slice_1"),  # the name keeps its case
+    ],
+)
 def test_tpu_name_in_the_spec(spec, name):
     parsed = parse_devices(spec)
     assert parsed == DeviceSpec("tpu", None, name)

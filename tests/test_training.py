@@ -19,13 +19,22 @@ from impala_rep.run.training import train  # noqa: E402
 RANDOM_POLICY_RETURN = 22.0  # CartPole-v1 with uniform random actions averages ~22
 
 
-
 def test_cartpole_learns_with_two_actors_and_two_replicas(local_ray, tmp_path, capsys):
     logdir = tmp_path / "run"
-    config = TrainConfig.from_keys(dict(env="CartPole-v1", num_actors=2, envs_per_actor=16,
-                                        unroll_length=20, batch_size=32, learner_devices="cpu:2",
-                                        total_frames=100_000, seed=1, logdir=str(logdir),
-                                        report_every=1.0))
+    config = TrainConfig.from_keys(
+        dict(
+            env="CartPole-v1",
+            num_actors=2,
+            envs_per_actor=16,
+            unroll_length=20,
+            batch_size=32,
+            learner_devices="cpu:2",
+            total_frames=100_000,
+            seed=1,
+            logdir=str(logdir),
+            report_every=1.0,
+        )
+    )
     result = train(config)
     out = capsys.readouterr().out
 
@@ -45,9 +54,20 @@ def test_cartpole_learns_with_two_actors_and_two_replicas(local_ray, tmp_path, c
     assert json.loads((logdir / "config.json").read_text())["learner"]["devices"] == "cpu:2"
     records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
     assert records
-    for key in ("frames", "wall_s", "env_fps", "learner_fps", "episode_return_mean", "episodes",
-                "policy_lag_mean", "policy_lag_max", "queue_size", "loss", "grad_norm",
-                "vtrace_rho_clipped_fraction"):
+    for key in (
+        "frames",
+        "wall_s",
+        "env_fps",
+        "learner_fps",
+        "episode_return_mean",
+        "episodes",
+        "policy_lag_mean",
+        "policy_lag_max",
+        "queue_size",
+        "loss",
+        "grad_norm",
+        "vtrace_rho_clipped_fraction",
+    ):
         assert key in records[-1], key
     assert records[-1]["frames"] == result.frames
     # Accounting: what actors produced is consumed or still queued.

@@ -51,7 +51,9 @@ def columns(unroll):
         if name == "initial_state":
             np.testing.assert_array_equal(unroll.initial_state["h"], expected.initial_state["h"])
         else:
-            np.testing.assert_array_equal(getattr(unroll, name), getattr(expected, name), err_msg=name)
+            np.testing.assert_array_equal(
+                getattr(unroll, name), getattr(expected, name), err_msg=name
+            )
     return ids.tolist()
 
 

@@ -1,4 +1,5 @@
-"""`module:attribute` specs (`--agent`, `--loss`): clear errors, and user code that reaches workers."""
+"""`module:attribute` specs (`--agent`, `--loss`): clear errors, and user code that reaches
+workers."""
 
 import json
 import os
@@ -6,14 +7,13 @@ import subprocess
 import sys
 
 import pytest
-
 from in_process_cli import refused_in_process
 
-from impala_rep.config import TrainConfig
 from impala_rep.code_spec import parse_code_spec
+from impala_rep.config import TrainConfig
 from impala_rep.run.user_code import agent_builder, load
 
-FACTORY = '''
+FACTORY = """
 class TinyAgent:
     def __init__(self, *, observation_shape, num_actions):
         self.observation_shape, self.num_actions = observation_shape, num_actions
@@ -25,7 +25,7 @@ def no_keywords(shape):
     return None
 
 NOT_CALLABLE = 3
-'''
+"""
 
 
 @pytest.fixture
@@ -40,21 +40,29 @@ def user_dir(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("spec", ["no_colon", "a:b:c", ":make", "mod:", "mod:not-an-identifier", 3])
 def test_bad_form_is_rejected_without_importing(spec):
-    with pytest.raises(ValueError, match=r"^bad agent .*expected 'module:factory' or 'path/to/file.py:factory'"):
+    with pytest.raises(
+        ValueError, match=r"^bad agent .*expected 'module:factory' or 'path/to/file.py:factory'"
+    ):
         parse_code_spec(spec, what="agent")
     with pytest.raises(ValueError, match=r"^bad agent"):
         TrainConfig.from_keys(dict(agent=spec))
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("no_such_module_xyz:make", "no module named 'no_such_module_xyz'"),
-    ("missing.py:make", "no file 'missing.py'"),
-    ("my_agents:nothing", "module 'my_agents' has no attribute 'nothing'"),
-    ("my_agents.py:NOT_CALLABLE", "'NOT_CALLABLE' is a int, not callable"),
-    ("my_agents:no_keywords", "must accept the keyword arguments observation_shape and num_actions"),
-    ("broken:make", "importing 'broken' raised RuntimeError: boom"),
-    ("broken.py:make", "importing 'broken.py' raised RuntimeError: boom"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("no_such_module_xyz:make", "no module named 'no_such_module_xyz'"),
+        ("missing.py:make", "no file 'missing.py'"),
+        ("my_agents:nothing", "module 'my_agents' has no attribute 'nothing'"),
+        ("my_agents.py:NOT_CALLABLE", "'NOT_CALLABLE' is a int, not callable"),
+        (
+            "my_agents:no_keywords",
+            "must accept the keyword arguments observation_shape and num_actions",
+        ),
+        ("broken:make", "importing 'broken' raised RuntimeError: boom"),
+        ("broken.py:make", "importing 'broken.py' raised RuntimeError: boom"),
+    ],
+)
 def test_bad_names_give_one_line_errors(user_dir, spec, message):
     with pytest.raises(ValueError) as err:
         agent_builder(spec, observation_shape=(4,), num_actions=2)
@@ -69,6 +77,7 @@ def test_factory_becomes_a_zero_argument_builder(user_dir, spec):
     assert (agent.observation_shape, agent.num_actions) == ((4,), 2)
 
 
+@pytest.mark.launches
 def test_user_code_is_pickled_by_value_for_workers(user_dir, tmp_path_factory):
     import ray.cloudpickle
 
@@ -76,48 +85,88 @@ def test_user_code_is_pickled_by_value_for_workers(user_dir, tmp_path_factory):
     payload = tmp_path_factory.mktemp("payload") / "builder.pkl"
     payload.write_bytes(ray.cloudpickle.dumps(builder))
     # A process that cannot import my_agents (another directory) still builds the agent.
-    code = ("import pickle, sys; agent = pickle.load(open(sys.argv[1], 'rb'))(); "
-            "print(type(agent).__name__, agent.num_actions)")
-    proc = subprocess.run([sys.executable, "-c", code, str(payload)], cwd=payload.parent,
-                          capture_output=True, text=True, timeout=60, env=dict(os.environ))
+    code = (
+        "import pickle, sys; agent = pickle.load(open(sys.argv[1], 'rb'))(); "
+        "print(type(agent).__name__, agent.num_actions)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(payload)],
+        cwd=payload.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ),
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["TinyAgent", "2"]
 
 
 def test_loss_spec_loads_a_function(user_dir):
     assert callable(load("my_agents:make", what="loss"))
-    with pytest.raises(ValueError, match=r"^bad loss 'x'.*'module:function' or 'path/to/file.py:function'"):
+    with pytest.raises(
+        ValueError, match=r"^bad loss 'x'.*'module:function' or 'path/to/file.py:function'"
+    ):
         load("x", what="loss")
 
 
-EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
-                       "custom_agent.py")
+EXAMPLE = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "custom_agent.py"
+)
 
 
-@pytest.mark.parametrize("flag, spec, message", [
-    ("--agent", "make_agent", "bad agent 'make_agent': expected 'module:factory'"),
-    ("--agent", "no_such_module_xyz:make", "bad agent 'no_such_module_xyz:make': no module named"),
-    ("--agent", f"{EXAMPLE}:nothing", "has no attribute 'nothing'"),
-    ("--loss", "nowhere/loss.py:fn", "bad loss 'nowhere/loss.py:fn': no file 'nowhere/loss.py'"),
-])
-def test_cli_bad_agent_or_loss_exits_2_and_writes_nothing(tmp_path, monkeypatch, capsys, flag, spec,
-                                                          message):
+@pytest.mark.parametrize(
+    "flag, spec, message",
+    [
+        ("--agent", "make_agent", "bad agent 'make_agent': expected 'module:factory'"),
+        (
+            "--agent",
+            "no_such_module_xyz:make",
+            "bad agent 'no_such_module_xyz:make': no module named",
+        ),
+        ("--agent", f"{EXAMPLE}:nothing", "has no attribute 'nothing'"),
+        (
+            "--loss",
+            "nowhere/loss.py:fn",
+            "bad loss 'nowhere/loss.py:fn': no file 'nowhere/loss.py'",
+        ),
+    ],
+)
+def test_cli_bad_agent_or_loss_exits_2_and_writes_nothing(
+    tmp_path, monkeypatch, capsys, flag, spec, message
+):
     monkeypatch.chdir(tmp_path)
     last = refused_in_process(["train", flag, spec, "--logdir", str(tmp_path / "run")], capsys)
     assert last.startswith("impala-rep: error: ") and message in last, last
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.launches
 def test_the_command_refuses_a_factory_that_is_not_callable(tmp_path):
     """The cases above call `main` in-process; one case still goes end to end through
     `python -m impala_rep` in a new process, loading a real file as a user's would."""
-    proc = subprocess.run([sys.executable, "-m", "impala_rep", "train", "--agent", f"{EXAMPLE}:L2_COST",
-                           "--logdir", str(tmp_path / "run")], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "impala_rep",
+            "train",
+            "--agent",
+            f"{EXAMPLE}:L2_COST",
+            "--logdir",
+            str(tmp_path / "run"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]
-    assert last == f"impala-rep: error: bad agent '{EXAMPLE}:L2_COST': 'L2_COST' is a float, not callable", \
-        proc.stderr[-2000:]
+    assert (
+        last
+        == f"impala-rep: error: bad agent '{EXAMPLE}:L2_COST': 'L2_COST' is a float, not callable"
+    ), proc.stderr[-2000:]
     assert not (tmp_path / "run").exists()
 
 
@@ -135,7 +184,7 @@ def sibling_loss(**tensors):
     return impala_loss_fn(**tensors)
 '''
 
-SIBLING_USER = '''
+SIBLING_USER = """
 import helper
 from helper import HIDDEN_SIZES
 
@@ -146,9 +195,10 @@ def make_agent(*, observation_shape, num_actions):
 
 def my_loss(**tensors):
     return helper.sibling_loss(**tensors)
-'''
+"""
 
 
+@pytest.mark.launches
 @pytest.mark.parametrize("launcher", ["ray", "local"])
 def test_a_file_that_imports_a_module_beside_it_trains(tmp_path, launcher):
     # my_agent.py imports helper.py from its own folder, which is neither the working
@@ -162,28 +212,55 @@ def test_a_file_that_imports_a_module_beside_it_trains(tmp_path, launcher):
     (code / "my_agent.py").write_text(SIBLING_USER)
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "PYTHONPATH")}
     proc = subprocess.run(
-        [sys.executable, "-m", "impala_rep", "train", "--agent", f"{code / 'my_agent.py'}:make_agent",
-         "--loss", f"{code / 'my_agent.py'}:my_loss", "--launcher", launcher,
-         "--total-frames", "3200", "--num-actors", "1", "--envs-per-actor", "16",
-         "--unroll-length", "20", "--batch-size", "16", "--logdir", str(logdir)],
-        cwd=elsewhere, capture_output=True, text=True, timeout=300,
-        env=dict(env, TF_CPP_MIN_LOG_LEVEL="2"))
+        [
+            sys.executable,
+            "-m",
+            "impala_rep",
+            "train",
+            "--agent",
+            f"{code / 'my_agent.py'}:make_agent",
+            "--loss",
+            f"{code / 'my_agent.py'}:my_loss",
+            "--launcher",
+            launcher,
+            "--total-frames",
+            "3200",
+            "--num-actors",
+            "1",
+            "--envs-per-actor",
+            "16",
+            "--unroll-length",
+            "20",
+            "--batch-size",
+            "16",
+            "--logdir",
+            str(logdir),
+        ],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(env, TF_CPP_MIN_LOG_LEVEL="2"),
+    )
     assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["learner_steps"] >= 10 and records[-1]["loss"] is not None
 
 
+@pytest.mark.launches
 def test_modules_beside_a_file_are_pickled_by_value(tmp_path, monkeypatch, tmp_path_factory):
     import ray.cloudpickle
 
     (tmp_path / "helper_beside.py").write_text("SCALE = 7\ndef scale(x):\n    return SCALE * x\n")
     (tmp_path / "uses_helper.py").write_text(
         "import helper_beside\n\ndef make(*, observation_shape, num_actions):\n"
-        "    return helper_beside.scale(num_actions)\n")
+        "    return helper_beside.scale(num_actions)\n"
+    )
     monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
     try:
-        builder = agent_builder(f"{tmp_path / 'uses_helper.py'}:make", observation_shape=(4,),
-                                num_actions=2)
+        builder = agent_builder(
+            f"{tmp_path / 'uses_helper.py'}:make", observation_shape=(4,), num_actions=2
+        )
         assert str(tmp_path) not in sys.path  # only while importing
         payload = tmp_path_factory.mktemp("payload") / "builder.pkl"
         payload.write_bytes(ray.cloudpickle.dumps(builder))
@@ -193,7 +270,12 @@ def test_modules_beside_a_file_are_pickled_by_value(tmp_path, monkeypatch, tmp_p
             if module is not None and name in ray.cloudpickle.list_registry_pickle_by_value():
                 ray.cloudpickle.unregister_pickle_by_value(module)
     code = "import pickle, sys; print(pickle.load(open(sys.argv[1], 'rb'))())"
-    proc = subprocess.run([sys.executable, "-c", code, str(payload)], cwd=payload.parent,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(payload)],
+        cwd=payload.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["14"]

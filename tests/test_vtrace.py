@@ -14,8 +14,15 @@ CLIPS = [(1.0, 1.0), (2.0, 0.5), (None, None)]
 
 
 def reference_vtrace(
-    *, log_rhos, discounts, rewards, values, bootstrap_value,
-    clip_rho_threshold, clip_pg_rho_threshold, lambda_,
+    *,
+    log_rhos,
+    discounts,
+    rewards,
+    values,
+    bootstrap_value,
+    clip_rho_threshold,
+    clip_pg_rho_threshold,
+    lambda_,
 ):
     """Espeholt et al. 2018, eq. 1, as explicit sums and products (float64).
 
@@ -122,7 +129,9 @@ def test_float32_inputs_stay_float32():
     assert out.vs.dtype == tf.float32 and out.pg_advantages.dtype == tf.float32
     expected_vs, expected_pg = reference_vtrace(
         **{k: v.astype(np.float64) for k, v in inputs.items()},
-        clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0, lambda_=1.0,
+        clip_rho_threshold=1.0,
+        clip_pg_rho_threshold=1.0,
+        lambda_=1.0,
     )
     np.testing.assert_allclose(out.vs.numpy(), expected_vs, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(out.pg_advantages.numpy(), expected_pg, rtol=1e-5, atol=1e-5)

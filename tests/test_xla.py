@@ -28,24 +28,36 @@ def _plan_learners(*argv):
     PopArt wrapped in as the flags say), one stepping with XLA, one without, same weights."""
     plan = prepare(config_from_args(parse_args(["train", *argv])))
     config = plan.config
-    learners = [Learner(agent=plan.agent_factory(), replicator=Replicator("cpu", jit_compile=jit),
-                        observation_shape=plan.observation_shape, total_steps=100, loss=config.loss,
-                        optimizer=config.optimizer, loss_fn=plan.loss_fn, loss_grad_norms=True)
-                for jit in (True, False)]
+    learners = [
+        Learner(
+            agent=plan.agent_factory(),
+            replicator=Replicator("cpu", jit_compile=jit),
+            observation_shape=plan.observation_shape,
+            total_steps=100,
+            loss=config.loss,
+            optimizer=config.optimizer,
+            loss_fn=plan.loss_fn,
+            loss_grad_norms=True,
+        )
+        for jit in (True, False)
+    ]
     learners[0].agent.set_weights(learners[1].agent.get_weights())
     return plan, learners
 
 
-@pytest.mark.parametrize("argv", [("--env", "CartPole-v1"),
-                                  ("--env", "Acrobot-v1", "--popart", "--kl-cost", "0.1")],
-                         ids=["cartpole-defaults", "acrobot-rnd-popart-kl"])
+@pytest.mark.parametrize(
+    "argv",
+    [("--env", "CartPole-v1"), ("--env", "Acrobot-v1", "--popart", "--kl-cost", "0.1")],
+    ids=["cartpole-defaults", "acrobot-rnd-popart-kl"],
+)
 def test_the_xla_step_makes_the_graph_steps_updates(argv):
     plan, (xla, graph) = _plan_learners(*argv)
     assert plan.config.learner.xla is True  # auto: the built-in MLP on one CPU
     initial = graph.get_weights()[1]
     for seed in range(3):
-        batch = random_unroll(T=T, B=B, obs_size=plan.observation_shape[0],
-                              num_actions=plan.num_actions, seed=seed)
+        batch = random_unroll(
+            T=T, B=B, obs_size=plan.observation_shape[0], num_actions=plan.num_actions, seed=seed
+        )
         if "Acrobot-v1" in argv and seed < 2:
             batch = batch._replace(rewards=-np.ones_like(batch.rewards))  # RND's step costs: on
         got, want = xla.step(batch, passes=3), graph.step(batch, passes=3)
@@ -60,14 +72,24 @@ def test_the_xla_step_makes_the_graph_steps_updates(argv):
     assert all(not np.allclose(a, b) for a, b in zip(xla.get_weights()[1][:2], initial[:2]))
 
 
+@pytest.mark.launches
 def test_a_replicator_refuses_xla_over_several_replicas():
     """In a new process: the logical device count is fixed when TensorFlow starts."""
-    code = ("from impala_rep import Replicator\n"
-            "try:\n    Replicator('cpu:2', jit_compile=True)\nexcept ValueError as err:\n    print(err)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    assert out.stdout.strip() == ("jit_compile needs one replica, got 2 from devices 'cpu:2'; "
-                                  "use one device or no XLA"), out.stdout + out.stderr
+    code = (
+        "from impala_rep import Replicator\n"
+        "try:\n    Replicator('cpu:2', jit_compile=True)\n"
+        "except ValueError as err:\n    print(err)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+    )
+    assert out.stdout.strip() == (
+        "jit_compile needs one replica, got 2 from devices 'cpu:2'; use one device or no XLA"
+    ), out.stdout + out.stderr
 
 
 def _resolved(*argv):
@@ -76,13 +98,13 @@ def _resolved(*argv):
 
 
 def test_auto_is_on_only_for_the_built_in_mlp_on_one_cpu(tmp_path):
-    assert _resolved() == (None, True)                                              # CartPole
-    assert _resolved("--env", "Taxi-v4") == (None, True)                            # one-hot codes
+    assert _resolved() == (None, True)  # CartPole
+    assert _resolved("--env", "Taxi-v4") == (None, True)  # one-hot codes
     assert _resolved("--learner-devices", "cpu:1") == (None, True)
-    assert _resolved("--env", "MinAtar/Breakout-v1") == (None, False)              # a CNN
+    assert _resolved("--env", "MinAtar/Breakout-v1") == (None, False)  # a CNN
     assert _resolved("--learner-devices", "cpu:2") == (None, False)
     assert _resolved("--learner-hosts", "2") == (None, False)
-    assert _resolved("--agent", f"{EXAMPLE}:make_agent") == (None, False)           # a user's agent
+    assert _resolved("--agent", f"{EXAMPLE}:make_agent") == (None, False)  # a user's agent
     (tmp_path / "my_loss.py").write_text("from impala_rep import impala_loss_fn as same_loss\n")
     assert _resolved("--loss", f"{tmp_path / 'my_loss.py'}:same_loss") == (None, False)  # and loss
     assert _resolved("--no-learner-xla") == (False, False)
@@ -120,6 +142,7 @@ def test_a_resume_onto_other_devices_decides_xla_again(tmp_path):
 def test_jit_compile_reaches_the_compiled_step():
     """XLA has no kernels for string ops: a step using one runs in the graph and is refused
     under XLA, so the flag is what compiles it."""
+
     def step_fn(x):
         return tf.strings.length(tf.strings.as_string(x))
 
@@ -144,8 +167,12 @@ def test_the_learner_a_run_builds_compiles_as_its_config_says(monkeypatch, flag,
 
     monkeypatch.setattr(replicator_module, "Replicator", Recorded)
     plan = prepare(config_from_args(parse_args(["train", flag])))
-    service = build_learner_service(config=plan.config, observation_shape=plan.observation_shape,
-                                    agent_factory=plan.agent_factory, loss_fn=plan.loss_fn)
+    service = build_learner_service(
+        config=plan.config,
+        observation_shape=plan.observation_shape,
+        agent_factory=plan.agent_factory,
+        loss_fn=plan.loss_fn,
+    )
     assert service.stop(timeout_s=60)  # its training thread, which waits for unrolls
     assert made == [want]
 
@@ -165,11 +192,17 @@ host.stop()
 """
 
 
+@pytest.mark.launches
 @pytest.mark.parametrize("xla,threads", [("on", [1, 1]), ("off", [0, 0])])
 def test_a_learner_host_with_xla_runs_tensorflow_on_one_thread(xla, threads):
     # One thread under XLA (cheaper for the MLP: docs/notebook.md, "Where the CPU goes");
     # TensorFlow's default pools (0: one thread per core) without it, where the CNN step
     # needs them.
-    out = subprocess.run([sys.executable, "-c", _LEARNER_HOST, xla], capture_output=True,
-                         text=True, timeout=300, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _LEARNER_HOST, xla],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     assert json.loads(out.stdout.strip().splitlines()[-1]) == threads

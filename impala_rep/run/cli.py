@@ -14,8 +14,8 @@ import sys
 from impala_rep.config import TrainConfig, field_for
 from impala_rep.devices import parse_devices
 from impala_rep.presets import PRESETS, preset_keys
-from impala_rep.run.evaluation import POLICIES
 from impala_rep.run.errors import EXIT_BAD_INPUT, EXIT_DONE, EXIT_FAILED
+from impala_rep.run.evaluation import POLICIES
 from impala_rep.run.flags import add_config_flags, config_values, positive_int, seed_int
 
 # Tolerance for the demo's replicated-vs-single-device check: float32 sums in a
@@ -31,27 +31,41 @@ def _device_spec(text: str) -> str:
     return text
 
 
-def _add_train_arguments(train: argparse.ArgumentParser, preset: str | None, env: str | None, *,
-                         explicit_only: bool = False) -> None:
+def _add_train_arguments(
+    train: argparse.ArgumentParser,
+    preset: str | None,
+    env: str | None,
+    *,
+    explicit_only: bool = False,
+) -> None:
     from impala_rep.run.resume import LOCKED_KEYS, RESUME_RULES
 
     # SUPPRESS as a default is argparse's documented way to leave an absent flag out.
     absent = argparse.SUPPRESS if explicit_only else None
     start = train.add_argument_group("presets and resume")
-    start.add_argument("--preset", choices=sorted(PRESETS), default=absent,
-                       help="named settings: 'cartpole' is the defaults, which are CartPole's (it "
-                            "changes nothing); 'atari-paper' is the IMPALA paper's Atari "
-                            "hyperparameters and learner; 'atari' is the same with batch 8 and "
-                            "RMSProp eps 1e-4; flags given explicitly still win")
+    start.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default=absent,
+        help="named settings: 'cartpole' is the defaults, which are CartPole's (it "
+        "changes nothing); 'atari-paper' is the IMPALA paper's Atari "
+        "hyperparameters and learner; 'atari' is the same with batch 8 and "
+        "RMSProp eps 1e-4; flags given explicitly still win",
+    )
     locked = ", ".join(field_for(key).flag for key in LOCKED_KEYS)
-    start.add_argument("--resume", metavar="LOGDIR", default=absent,
-                       help="continue the run in LOGDIR from its newest checkpoint, with its saved "
-                            f"settings; flags given as well change them, except {locked} "
-                            f"(--rnd-cost: {RESUME_RULES['rnd_cost']})")
+    start.add_argument(
+        "--resume",
+        metavar="LOGDIR",
+        default=absent,
+        help="continue the run in LOGDIR from its newest checkpoint, with its saved "
+        f"settings; flags given as well change them, except {locked} "
+        f"(--rnd-cost: {RESUME_RULES['rnd_cost']})",
+    )
     # One flag per config field; the env family's defaults and the preset are data on top
     # of the dataclasses' defaults.
-    add_config_flags(train, TrainConfig.from_keys(preset_keys(preset, env)),
-                     explicit_only=explicit_only)
+    add_config_flags(
+        train, TrainConfig.from_keys(preset_keys(preset, env)), explicit_only=explicit_only
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
@@ -64,17 +78,22 @@ def resume_config_from_args(args: argparse.Namespace, explicit: argparse.Namespa
     from impala_rep.run.resume import load_run_config, resumed_config
 
     if getattr(explicit, "preset", None):
-        raise ValueError("--preset cannot be combined with --resume: the run keeps its settings; "
-                         "give the flags to change explicitly")
+        raise ValueError(
+            "--preset cannot be combined with --resume: the run keeps its settings; "
+            "give the flags to change explicitly"
+        )
     if getattr(explicit, "logdir", None) not in (None, args.resume):
-        raise ValueError(f"--logdir {explicit.logdir!r} differs from --resume {args.resume!r}: a "
-                         "resumed run continues in its own directory")
+        raise ValueError(
+            f"--logdir {explicit.logdir!r} differs from --resume {args.resume!r}: a "
+            "resumed run continues in its own directory"
+        )
     saved = load_run_config(args.resume)
     return resumed_config(saved, config_values(explicit) | {"logdir": args.resume})
 
 
-def build_parser(preset: str | None = None, env: str | None = None, *,
-                 explicit_only: bool = False) -> argparse.ArgumentParser:
+def build_parser(
+    preset: str | None = None, env: str | None = None, *, explicit_only: bool = False
+) -> argparse.ArgumentParser:
     """The `impala-rep` parser; `explicit_only` leaves out train's defaults, so the
     namespace holds just the flags that were given. `preset` and `env` choose train's
     defaults (`impala_rep.presets.preset_keys`)."""
@@ -84,44 +103,78 @@ def build_parser(preset: str | None = None, env: str | None = None, *,
         "demo",
         help="train a small supervised model with the Replicator and check it against one device",
     )
-    demo.add_argument("--devices", type=_device_spec, default="cpu:2",
-                      help='Replicator device spec: "auto", "cpu", "cpu:N", "gpu", "gpu:N", "tpu", '
-                           '"tpu:NAME" (default: cpu:2)')
+    demo.add_argument(
+        "--devices",
+        type=_device_spec,
+        default="cpu:2",
+        help='Replicator device spec: "auto", "cpu", "cpu:N", "gpu", "gpu:N", "tpu", '
+        '"tpu:NAME" (default: cpu:2)',
+    )
     demo.add_argument("--steps", type=positive_int, default=30, help="training steps (default: 30)")
-    demo.add_argument("--batch-size", type=positive_int, default=64, help="global batch size (default: 64)")
-    train = commands.add_parser("train", help="train an IMPALA agent (on Ray, or in this process "
-                                              "with --launcher local)")
+    demo.add_argument(
+        "--batch-size", type=positive_int, default=64, help="global batch size (default: 64)"
+    )
+    train = commands.add_parser(
+        "train", help="train an IMPALA agent (on Ray, or in this process with --launcher local)"
+    )
     _add_train_arguments(train, preset, env, explicit_only=explicit_only)
     plot = commands.add_parser("plot", help="write PNG plots of a run's metrics")
     plot.add_argument("logdir", help="a run directory written by `impala-rep train --logdir`")
-    _add_evaluate_arguments(commands.add_parser(
-        "evaluate", help="play a run's newest checkpoint for a number of episodes and print its "
-                         "mean return (as published scores are measured)"))
+    _add_evaluate_arguments(
+        commands.add_parser(
+            "evaluate",
+            help="play a run's newest checkpoint for a number of episodes and print its "
+            "mean return (as published scores are measured)",
+        )
+    )
     return parser
 
 
 def _add_evaluate_arguments(evaluate: argparse.ArgumentParser) -> None:
     evaluate.add_argument("logdir", help="a run directory written by `impala-rep train --logdir`")
-    evaluate.add_argument("--episodes", type=positive_int, default=100,
-                          help="episodes to play (default: 100)")
-    evaluate.add_argument("--envs", type=positive_int,
-                          help="envs playing them, at most --episodes; env i plays "
-                               "(episodes + i) // envs of them (default: 10, or --episodes "
-                               "if fewer)")
-    evaluate.add_argument("--policy", choices=POLICIES, default="greedy",
-                          help="'greedy': the most probable action, as rl-baselines3-zoo's "
-                               "scores; 'sample': as the actors act in training (default: greedy)")
-    evaluate.add_argument("--seed", type=seed_int, default=0,
-                          help="seeds the envs as training seeds an actor's (env i with seed + i; "
-                               "CartPole-v1's from one generator) and 'sample' (default: 0)")
-    evaluate.add_argument("--frame-budget", type=positive_int, default=10_000_000,
-                          help="env frames after which an evaluation that has not ended all its "
-                               "episodes fails (default: 10000000)")
-    evaluate.add_argument("--max-episode-steps", type=positive_int, metavar="STEPS",
-                          help="gymnasium ids: end the evaluation's episodes after this many "
-                               "steps, replacing the run's time limit (default: the run's)")
-    evaluate.add_argument("--json", metavar="FILE",
-                          help="also write the episodes' returns and lengths to FILE as JSON")
+    evaluate.add_argument(
+        "--episodes", type=positive_int, default=100, help="episodes to play (default: 100)"
+    )
+    evaluate.add_argument(
+        "--envs",
+        type=positive_int,
+        help="envs playing them, at most --episodes; env i plays "
+        "(episodes + i) // envs of them (default: 10, or --episodes "
+        "if fewer)",
+    )
+    evaluate.add_argument(
+        "--policy",
+        choices=POLICIES,
+        default="greedy",
+        help="'greedy': the most probable action, as rl-baselines3-zoo's "
+        "scores; 'sample': as the actors act in training (default: greedy)",
+    )
+    evaluate.add_argument(
+        "--seed",
+        type=seed_int,
+        default=0,
+        help="seeds the envs as training seeds an actor's (env i with seed + i; "
+        "CartPole-v1's from one generator) and 'sample' (default: 0)",
+    )
+    evaluate.add_argument(
+        "--frame-budget",
+        type=positive_int,
+        default=10_000_000,
+        help="env frames after which an evaluation that has not ended all its "
+        "episodes fails (default: 10000000)",
+    )
+    evaluate.add_argument(
+        "--max-episode-steps",
+        type=positive_int,
+        metavar="STEPS",
+        help="gymnasium ids: end the evaluation's episodes after this many "
+        "steps, replacing the run's time limit (default: the run's)",
+    )
+    evaluate.add_argument(
+        "--json",
+        metavar="FILE",
+        help="also write the episodes' returns and lengths to FILE as JSON",
+    )
 
 
 def _preset_and_env(argv: list[str] | None) -> tuple[str | None, str | None]:
@@ -156,15 +209,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "demo":
         count = parse_devices(args.devices).count
         if count and args.batch_size % count:
-            parser.error(f"argument --batch-size: {args.batch_size} does not split evenly over "
-                         f"{count} replicas; use a multiple of {count}")
+            parser.error(
+                f"argument --batch-size: {args.batch_size} does not split evenly over "
+                f"{count} replicas; use a multiple of {count}"
+            )
         quiet_native_logs(verbose=False)  # see run/console.py: at the entry point, not on import
         from impala_rep.run.replication_demo import run_demo
 
         result = run_demo(devices=args.devices, steps=args.steps, batch_size=args.batch_size)
         if result.max_weight_difference > _DEMO_TOLERANCE:
-            print(f"impala-rep: error: replicated and single-device weights differ by "
-                  f"{result.max_weight_difference:.2e} (> {_DEMO_TOLERANCE})", file=sys.stderr)
+            print(
+                f"impala-rep: error: replicated and single-device weights differ by "
+                f"{result.max_weight_difference:.2e} (> {_DEMO_TOLERANCE})",
+                file=sys.stderr,
+            )
             return EXIT_FAILED
         return EXIT_DONE
     if args.command == "train":
@@ -177,9 +235,14 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(str(err))
         # The driver itself runs TensorFlow only as the local launcher or to check a user's
         # agent or loss: otherwise it need not pay for importing it.
-        quiet_native_logs(config.run.verbose, import_tensorflow=(
-            config.run.launcher == "local" or config.agent.factory is not None
-            or config.loss.function is not None))
+        quiet_native_logs(
+            config.run.verbose,
+            import_tensorflow=(
+                config.run.launcher == "local"
+                or config.agent.factory is not None
+                or config.loss.function is not None
+            ),
+        )
         from impala_rep.run.training import SetupError, TrainingFailed, TrainingInterrupted, train
 
         try:
@@ -214,23 +277,37 @@ def _evaluate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     import pathlib
 
     from impala_rep.run.console import quiet_native_logs
-    from impala_rep.run.evaluation import (EvaluationIncomplete, EvaluationSetupError, evaluate_run,
-                                           progress_printer)
+    from impala_rep.run.evaluation import (
+        EvaluationIncomplete,
+        EvaluationSetupError,
+        evaluate_run,
+        progress_printer,
+    )
 
     if args.envs is not None and args.envs > args.episodes:
-        parser.error(f"argument --envs: {args.envs} is more than --episodes {args.episodes}; "
-                     "every env must play at least one episode")
+        parser.error(
+            f"argument --envs: {args.envs} is more than --episodes {args.episodes}; "
+            "every env must play at least one episode"
+        )
     if args.json is not None:
         target = pathlib.Path(args.json).absolute()
         if target.is_dir() or not target.parent.is_dir() or not os.access(target.parent, os.W_OK):
-            parser.error(f"argument --json: {args.json!r} cannot be written: give a file path in "
-                         "an existing, writable directory")
+            parser.error(
+                f"argument --json: {args.json!r} cannot be written: give a file path in "
+                "an existing, writable directory"
+            )
     quiet_native_logs(verbose=False)
     try:
-        result = evaluate_run(args.logdir, episodes=args.episodes, num_envs=args.envs,
-                              policy=args.policy, seed=args.seed, frame_budget=args.frame_budget,
-                              max_episode_steps=args.max_episode_steps,
-                              on_progress=progress_printer(sys.stderr))
+        result = evaluate_run(
+            args.logdir,
+            episodes=args.episodes,
+            num_envs=args.envs,
+            policy=args.policy,
+            seed=args.seed,
+            frame_budget=args.frame_budget,
+            max_episode_steps=args.max_episode_steps,
+            on_progress=progress_printer(sys.stderr),
+        )
     except EvaluationSetupError as err:  # before any episode: not a run, another agent, ...
         parser.error(str(err))
     except (FileNotFoundError, EvaluationIncomplete) as err:

@@ -10,7 +10,8 @@ The built-in agent and the IMPALA loss are not re-checked.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -21,15 +22,25 @@ from impala_rep.run.errors import one_line
 __all__ = ["check_user_code"]
 
 _AGENT_METHODS = ("build", "initial_state", "step", "unroll", "get_weights", "set_weights")
-_LOSS_CONTRACT = ("a loss is called as loss_fn(*, agent, inputs, outputs, behaviour_logits, "
-                  "actions, rewards, discounts, config) and returns "
-                  "impala_rep.LossOutput(loss, sums, means) (docs/guide/custom-agents.md)")
+_LOSS_CONTRACT = (
+    "a loss is called as loss_fn(*, agent, inputs, outputs, behaviour_logits, "
+    "actions, rewards, discounts, config) and returns "
+    "impala_rep.LossOutput(loss, sums, means) (docs/guide/custom-agents.md)"
+)
 
 
-def check_user_code(*, agent_factory: Callable[[], Any], loss_fn: Callable[..., Any] | None,
-                    agent_is_users: bool, agent_spec: str | None, loss_spec: str | None,
-                    observation_shape: Sequence[int],
-                    observation_dtype: Any, num_actions: int, config: LossConfig) -> None:
+def check_user_code(
+    *,
+    agent_factory: Callable[[], Any],
+    loss_fn: Callable[..., Any] | None,
+    agent_is_users: bool,
+    agent_spec: str | None,
+    loss_spec: str | None,
+    observation_shape: Sequence[int],
+    observation_dtype: Any,
+    num_actions: int,
+    config: LossConfig,
+) -> None:
     """ValueError (one line, naming the agent or the loss and its contract) unless the agent
     builds and unrolls and the loss (None: the IMPALA loss) returns a `LossOutput` on a
     synthetic batch."""
@@ -44,30 +55,40 @@ def check_user_code(*, agent_factory: Callable[[], Any], loss_fn: Callable[..., 
         raise ValueError(f"{bad_agent}: calling the agent factory raised {one_line(err)}") from None
     missing = [name for name in _AGENT_METHODS if not callable(getattr(agent, name, None))]
     if missing:
-        raise ValueError(f"{bad_agent}: the factory returned a {type(agent).__name__}, not an Agent "
-                         f"(it has no {', '.join(missing)}); expected {CODE_SPEC_FORMS['agent']} "
-                         "returning an impala_rep.Agent (docs/guide/custom-agents.md)")
+        raise ValueError(
+            f"{bad_agent}: the factory returned a {type(agent).__name__}, not an Agent "
+            f"(it has no {', '.join(missing)}); expected {CODE_SPEC_FORMS['agent']} "
+            "returning an impala_rep.Agent (docs/guide/custom-agents.md)"
+        )
     batch = _synthetic_batch(observation_shape, observation_dtype, num_actions)
     try:
         agent.build(tuple(observation_shape))
         state = agent.initial_state(1)
         agent.unroll(_inputs(batch), state)
     except Exception as err:  # noqa: BLE001
-        raise ValueError(f"{bad_agent}: {agent_name} failed on a synthetic batch of observations "
-                         f"{tuple(observation_shape)}: {one_line(err)}") from None
+        raise ValueError(
+            f"{bad_agent}: {agent_name} failed on a synthetic batch of observations "
+            f"{tuple(observation_shape)}: {one_line(err)}"
+        ) from None
     try:
-        apply_loss(loss_fn or impala_loss_fn, agent=agent, batch=batch, initial_state=state,
-                   config=config)
+        apply_loss(
+            loss_fn or impala_loss_fn, agent=agent, batch=batch, initial_state=state, config=config
+        )
     except Exception as err:  # noqa: BLE001 - the user's code, failing in any way
         if loss_fn is None:  # the IMPALA loss is known to work: the agent's outputs do not fit
-            raise ValueError(f"{bad_agent}: the IMPALA loss failed on its outputs: {one_line(err)} "
-                             "(docs/guide/custom-agents.md: the outputs' shapes)") from None
-        raise ValueError(f"{bad_loss}: applied once to a synthetic batch it raised {one_line(err)}; "
-                         f"{_LOSS_CONTRACT}") from None
+            raise ValueError(
+                f"{bad_agent}: the IMPALA loss failed on its outputs: {one_line(err)} "
+                "(docs/guide/custom-agents.md: the outputs' shapes)"
+            ) from None
+        raise ValueError(
+            f"{bad_loss}: applied once to a synthetic batch it raised {one_line(err)}; "
+            f"{_LOSS_CONTRACT}"
+        ) from None
 
 
-def _synthetic_batch(observation_shape, observation_dtype, num_actions: int, T: int = 2,
-                     B: int = 1) -> dict[str, np.ndarray]:
+def _synthetic_batch(
+    observation_shape, observation_dtype, num_actions: int, T: int = 2, B: int = 1
+) -> dict[str, np.ndarray]:
     return {
         "observations": np.zeros((T + 1, B, *observation_shape), observation_dtype),
         "prev_actions": np.zeros((T + 1, B), np.int32),
@@ -85,5 +106,9 @@ def _synthetic_batch(observation_shape, observation_dtype, num_actions: int, T: 
 def _inputs(batch):
     from impala_rep.agent import AgentInputs
 
-    return AgentInputs(observation=batch["observations"], prev_action=batch["prev_actions"],
-                       prev_reward=batch["prev_rewards"], first=batch["first"])
+    return AgentInputs(
+        observation=batch["observations"],
+        prev_action=batch["prev_actions"],
+        prev_reward=batch["prev_rewards"],
+        first=batch["first"],
+    )

@@ -1,4 +1,5 @@
-"""What reaches the console: the run's own lines, and TensorFlow's, CUDA's and Ray's only with --verbose.
+"""What reaches the console: the run's own lines, and TensorFlow's, CUDA's and Ray's only with
+--verbose.
 
 A CPU-only run would otherwise print, in every process, TensorFlow's start-up
 notes (oneDNN, "Could not find cuda drivers"), CUDA's `failed call to cuInit`
@@ -25,7 +26,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 __all__ = ["quiet_native_logs", "ray_console_options"]
 
@@ -43,8 +45,12 @@ def quiet_native_logs(verbose: bool, *, import_tensorflow: bool = True) -> None:
 
 
 def ray_console_options(verbose: bool) -> dict[str, Any]:
-    """`ray.init` keywords: workers' output on the console and Ray's warnings only with `verbose`."""
-    return {"log_to_driver": verbose, "logging_level": logging.WARNING if verbose else logging.ERROR}
+    """`ray.init` keywords: workers' output on the console and Ray's warnings only with
+    `verbose`."""
+    return {
+        "log_to_driver": verbose,
+        "logging_level": logging.WARNING if verbose else logging.ERROR,
+    }
 
 
 @contextlib.contextmanager

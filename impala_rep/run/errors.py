@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
-__all__ = ["SetupError", "TrainingFailed", "TrainingInterrupted", "LearnerLost", "one_line",
-           "EXIT_CODES", "EXIT_DONE", "EXIT_FAILED", "EXIT_BAD_INPUT"]
+__all__ = [
+    "SetupError",
+    "TrainingFailed",
+    "TrainingInterrupted",
+    "LearnerLost",
+    "one_line",
+    "EXIT_CODES",
+    "EXIT_DONE",
+    "EXIT_FAILED",
+    "EXIT_BAD_INPUT",
+]
 
 EXIT_DONE = 0
 EXIT_FAILED = 1
@@ -13,11 +22,11 @@ EXIT_BAD_INPUT = 2  # argparse's own code for misuse, which every bad value shar
 EXIT_CODES = {
     EXIT_DONE: "done: the run trained its frames (or the command finished)",
     EXIT_FAILED: "failed: training stopped on a failure (a dead learner, a non-finite loss, too "
-                 "many actor failures, a failed write of the logs) or an evaluation did not "
-                 "finish its episodes; the message says why and, for a run, the command that "
-                 "resumes it",
+    "many actor failures, a failed write of the logs) or an evaluation did not "
+    "finish its episodes; the message says why and, for a run, the command that "
+    "resumes it",
     EXIT_BAD_INPUT: "bad input: one line names the value and what is allowed; nothing was "
-                    "started or written",
+    "started or written",
     130: "stopped by SIGINT (Ctrl-C) after a clean shutdown: checkpoint written, no process left",
     143: "stopped by SIGTERM after a clean shutdown: checkpoint written, no process left",
 }

@@ -18,12 +18,19 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from impala_rep.value_checks import SEED_RANGE, is_seed
 
-__all__ = ["Evaluation", "EvaluationIncomplete", "EvaluationSetupError", "POLICIES", "evaluate_run",
-           "progress_printer"]
+__all__ = [
+    "Evaluation",
+    "EvaluationIncomplete",
+    "EvaluationSetupError",
+    "POLICIES",
+    "evaluate_run",
+    "progress_printer",
+]
 
 POLICIES = ("greedy", "sample")
 
@@ -54,14 +61,18 @@ class Evaluation:
 
     def summary(self) -> str:
         """One line, as the command prints it."""
-        return (f"{self.logdir}: {self.policy} policy, {len(self.returns)} episodes, checkpoint "
-                f"at {self.frames:,} frames: mean return {self.mean_return:.2f} ± "
-                f"{self.std_return:.2f} (min {min(self.returns):.2f}, max {max(self.returns):.2f}"
-                f"), mean length {statistics.fmean(self.lengths):.1f} steps")
+        return (
+            f"{self.logdir}: {self.policy} policy, {len(self.returns)} episodes, checkpoint "
+            f"at {self.frames:,} frames: mean return {self.mean_return:.2f} ± "
+            f"{self.std_return:.2f} (min {min(self.returns):.2f}, max {max(self.returns):.2f}"
+            f"), mean length {statistics.fmean(self.lengths):.1f} steps"
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self) | {"mean_return": self.mean_return,
-                                           "std_return": self.std_return}
+        return dataclasses.asdict(self) | {
+            "mean_return": self.mean_return,
+            "std_return": self.std_return,
+        }
 
 
 class EvaluationIncomplete(RuntimeError):
@@ -73,10 +84,18 @@ class EvaluationSetupError(ValueError):
     agent that is not the one the checkpoint holds); raised before any episode is played."""
 
 
-def evaluate_run(logdir: str, *, episodes: int = 100, num_envs: int | None = None,
-                 policy: str = "greedy", seed: int = 0, frame_budget: int = 10_000_000,
-                 max_episode_steps: int | None = None, agent: Callable[[], Any] | None = None,
-                 on_progress: Callable[[int, int], None] | None = None) -> Evaluation:
+def evaluate_run(
+    logdir: str,
+    *,
+    episodes: int = 100,
+    num_envs: int | None = None,
+    policy: str = "greedy",
+    seed: int = 0,
+    frame_budget: int = 10_000_000,
+    max_episode_steps: int | None = None,
+    agent: Callable[[], Any] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> Evaluation:
     """Plays the newest readable checkpoint of the run in `logdir` for `episodes` episodes.
 
     Args:
@@ -102,13 +121,18 @@ def evaluate_run(logdir: str, *, episodes: int = 100, num_envs: int | None = Non
       EvaluationIncomplete: see `frame_budget`.
     """
     num_envs = min(10, episodes) if num_envs is None and isinstance(episodes, int) else num_envs
-    for name, value in (("episodes", episodes), ("num_envs", num_envs),
-                        ("frame_budget", frame_budget)):
+    for name, value in (
+        ("episodes", episodes),
+        ("num_envs", num_envs),
+        ("frame_budget", frame_budget),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise EvaluationSetupError(f"bad {name} {value!r}: must be a positive integer")
     if num_envs > episodes:
-        raise EvaluationSetupError(f"bad num_envs {num_envs}: must be at most episodes "
-                                   f"({episodes}), or some envs would play none")
+        raise EvaluationSetupError(
+            f"bad num_envs {num_envs}: must be at most episodes "
+            f"({episodes}), or some envs would play none"
+        )
     if policy not in POLICIES:
         raise EvaluationSetupError(f"bad policy {policy!r}: must be one of {', '.join(POLICIES)}")
     if not is_seed(seed):
@@ -122,8 +146,11 @@ def evaluate_run(logdir: str, *, episodes: int = 100, num_envs: int | None = Non
         config = load_run_config(logdir, purpose="evaluate")
         if max_episode_steps is not None:
             config = config.replace({"max_episode_steps": max_episode_steps})
-        check_env_options(config.env.id, sticky_actions=config.env.sticky_actions,
-                          max_episode_steps=config.env.max_episode_steps)
+        check_env_options(
+            config.env.id,
+            sticky_actions=config.env.sticky_actions,
+            max_episode_steps=config.env.max_episode_steps,
+        )
         env_spec = describe_env(config.env.id)
         factory = agent_factory_for(config, env_spec, agent=agent)
     except ValueError as err:
@@ -132,39 +159,62 @@ def evaluate_run(logdir: str, *, episodes: int = 100, num_envs: int | None = Non
     import tensorflow as tf
 
     from impala_rep.actors.actor import Actor
-    from impala_rep.learner.checkpointing import (CHECKPOINT_SUBDIR, agent_trackables,
-                                                  restore_newest_readable)
+    from impala_rep.learner.checkpointing import (
+        CHECKPOINT_SUBDIR,
+        agent_trackables,
+        restore_newest_readable,
+    )
 
     directory = f"{config.run.logdir}/{CHECKPOINT_SUBDIR}"
-    env = make_vector_env(config.env.id, num_envs=num_envs, seed=seed,
-                          sticky_actions=config.env.sticky_actions,
-                          max_episode_steps=config.env.max_episode_steps)
+    env = make_vector_env(
+        config.env.id,
+        num_envs=num_envs,
+        seed=seed,
+        sticky_actions=config.env.sticky_actions,
+        max_episode_steps=config.env.max_episode_steps,
+    )
     try:
         built = factory()
-        actor = Actor(env=env, agent=built, unroll_length=_UNROLL, seed=seed,
-                      greedy=policy == "greedy")  # builds the agent's variables
+        actor = Actor(
+            env=env, agent=built, unroll_length=_UNROLL, seed=seed, greedy=policy == "greedy"
+        )  # builds the agent's variables
         _check_agent_matches(tf.train.latest_checkpoint(directory), built, logdir)
         steps_trained = tf.Variable(0, dtype=tf.int64)
         # Only the agent and the counters: the optimizer's slots are not needed here.
         path = restore_newest_readable(
-            tf.train.Checkpoint(learner=tf.train.Checkpoint(**agent_trackables(built)),
-                                frames=steps_trained), directory, partial=True)
+            tf.train.Checkpoint(
+                learner=tf.train.Checkpoint(**agent_trackables(built)), frames=steps_trained
+            ),
+            directory,
+            partial=True,
+        )
         # The actor acts with the weights it is given (an agent's `host_step` reads no
         # variables), so it is handed the restored ones.
         actor.set_weights(built.get_weights(), int(steps_trained.numpy()))
-        returns, lengths = _play(actor, num_envs=num_envs, episodes=episodes,
-                                 step_budget=-(-frame_budget // env_spec.frame_skip),
-                                 on_progress=on_progress)
+        returns, lengths = _play(
+            actor,
+            num_envs=num_envs,
+            episodes=episodes,
+            step_budget=-(-frame_budget // env_spec.frame_skip),
+            on_progress=on_progress,
+        )
     finally:
         env.close()
     if len(returns) < episodes:
         raise EvaluationIncomplete(
             f"only {len(returns)} of {episodes} episodes ended within {frame_budget:,} frames: "
             "the policy may never end an episode in this env; give a larger --frame-budget, "
-            "or (gymnasium ids) a time limit with --max-episode-steps")
-    return Evaluation(logdir=str(logdir), checkpoint=str(path),
-                      frames=int(steps_trained.numpy()) * env_spec.frame_skip, policy=policy,
-                      seed=seed, returns=tuple(returns), lengths=tuple(lengths))
+            "or (gymnasium ids) a time limit with --max-episode-steps"
+        )
+    return Evaluation(
+        logdir=str(logdir),
+        checkpoint=str(path),
+        frames=int(steps_trained.numpy()) * env_spec.frame_skip,
+        policy=policy,
+        seed=seed,
+        returns=tuple(returns),
+        lengths=tuple(lengths),
+    )
 
 
 def _check_agent_matches(path: str | None, agent, logdir: str) -> None:
@@ -184,8 +234,9 @@ def _check_agent_matches(path: str | None, agent, logdir: str) -> None:
         shapes.append(tuple(saved[key]))
     built = [tuple(v.shape) for v in agent.trainable_variables]
     if shapes != built:
-        first = next(i for i in range(max(len(shapes), len(built)))
-                     if shapes[i:i + 1] != built[i:i + 1])
+        first = next(
+            i for i in range(max(len(shapes), len(built))) if shapes[i : i + 1] != built[i : i + 1]
+        )
 
         def shape(variables: list) -> str:
             return str(variables[first]) if first < len(variables) else "none"
@@ -194,11 +245,18 @@ def _check_agent_matches(path: str | None, agent, logdir: str) -> None:
             f"cannot evaluate {logdir!r}: its checkpoint's agent is not the one its config.json "
             f"describes ({len(shapes)} variables saved, {len(built)} built; variable {first}: "
             f"{shape(shapes)} saved, {shape(built)} built); a run trained with an agent object "
-            "passed to train() is evaluated with impala_rep.evaluate_run(logdir, agent=...)")
+            "passed to train() is evaluated with impala_rep.evaluate_run(logdir, agent=...)"
+        )
 
 
-def _play(actor, *, num_envs: int, episodes: int, step_budget: int,
-          on_progress: Callable[[int, int], None] | None) -> tuple[list[float], list[int]]:
+def _play(
+    actor,
+    *,
+    num_envs: int,
+    episodes: int,
+    step_budget: int,
+    on_progress: Callable[[int, int], None] | None,
+) -> tuple[list[float], list[int]]:
     """Unrolls `actor` until each sub-env has ended its quota of episodes or `step_budget`
     agent steps (all envs together) have passed; returns the quotas' returns and lengths,
     in the order they ended."""

@@ -21,21 +21,40 @@ from __future__ import annotations
 import argparse
 import types
 import typing
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from impala_rep.auto_settings import AUTO_RULES
 from impala_rep.config import ConfigField, TrainConfig, config_fields
 from impala_rep.value_checks import SEED_RANGE, STICKY_ACTIONS_RANGE, is_seed, is_sticky_probability
 
-__all__ = ["add_config_flags", "config_values", "format_value", "is_switch", "positive_int",
-           "seed_int", "NONE", "GROUP_TITLES", "group_class", "help_text", "field_type",
-           "accepted_values"]
+__all__ = [
+    "add_config_flags",
+    "config_values",
+    "format_value",
+    "is_switch",
+    "positive_int",
+    "seed_int",
+    "NONE",
+    "GROUP_TITLES",
+    "group_class",
+    "help_text",
+    "field_type",
+    "accepted_values",
+]
 
 NONE = "none"  # the word an optional field's flag takes for None
 
 # The title of each config group's flags in `train --help` and the reference.
-GROUP_TITLES = {"env": "environment", "agent": "agent", "actors": "actors", "learner": "learner",
-                "loss": "loss", "optimizer": "optimizer", "run": "run"}
+GROUP_TITLES = {
+    "env": "environment",
+    "agent": "agent",
+    "actors": "actors",
+    "learner": "learner",
+    "loss": "loss",
+    "optimizer": "optimizer",
+    "run": "run",
+}
 _AUTO = {rule.key: rule for rule in AUTO_RULES}
 
 # Integer fields whose range is not "positive" (every other integer is a count):
@@ -47,8 +66,13 @@ _RANGES: dict[str, tuple[str, Callable[[float], bool]]] = {
 }
 
 
-def _checked(convert: Callable[[str], Any], what: str, ok: Callable[[Any], bool] = lambda v: True,
-             *, optional: bool = False) -> Callable[[str], Any]:
+def _checked(
+    convert: Callable[[str], Any],
+    what: str,
+    ok: Callable[[Any], bool] = lambda v: True,
+    *,
+    optional: bool = False,
+) -> Callable[[str], Any]:
     """An argparse type: `convert`, then `ok`; the error says what is allowed and what came."""
 
     def parse(text: str):
@@ -148,8 +172,9 @@ def format_value(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def add_config_flags(parser: argparse.ArgumentParser, defaults: TrainConfig, *,
-                     explicit_only: bool = False) -> dict[str, argparse.Action]:
+def add_config_flags(
+    parser: argparse.ArgumentParser, defaults: TrainConfig, *, explicit_only: bool = False
+) -> dict[str, argparse.Action]:
     """Adds one flag per config field to `parser`; returns the actions by key.
 
     `defaults` gives each flag's default and the one its help shows;
@@ -161,15 +186,18 @@ def add_config_flags(parser: argparse.ArgumentParser, defaults: TrainConfig, *,
     for field in config_fields():
         if field.group not in groups:
             doc = (group_class(field.group).__doc__ or "").strip().splitlines()
-            groups[field.group] = parser.add_argument_group(GROUP_TITLES[field.group],
-                                                            doc[0] if doc else None)
+            groups[field.group] = parser.add_argument_group(
+                GROUP_TITLES[field.group], doc[0] if doc else None
+            )
         default = defaults.get(field.key)
         meta = field.field.metadata
         # argparse %-formats help text.
         text = f"{help_text(field)} (default: {format_value(default)})".replace("%", "%%")
         kwargs: dict[str, Any] = {
-            "dest": field.key, "help": text,
-            "default": argparse.SUPPRESS if explicit_only else default}
+            "dest": field.key,
+            "help": text,
+            "default": argparse.SUPPRESS if explicit_only else default,
+        }
         kind, optional = field_type(field)
         if kind is bool:
             # `--x` and `--no-x`: a preset's True, or a resumed run's, can be switched off.

@@ -40,9 +40,13 @@ class LocalLauncher:
         plan, config = self._plan, self._plan.config
         try:
             self._service = build_learner_service(
-                config=config, observation_shape=plan.observation_shape,
-                agent_factory=plan.agent_factory, frame_skip=plan.frame_skip, loss_fn=plan.loss_fn,
-                resume=plan.resume)
+                config=config,
+                observation_shape=plan.observation_shape,
+                agent_factory=plan.agent_factory,
+                frame_skip=plan.frame_skip,
+                loss_fn=plan.loss_fn,
+                resume=plan.resume,
+            )
         except Exception as err:  # noqa: BLE001 - the learner's construction, in any way
             raise TrainingFailed(f"the learner could not start: {one_line(err)}") from None
         self.restored_from = self._service.restored_from
@@ -82,8 +86,9 @@ class _ThreadActorFleet:
         self._started: queue.Queue = queue.Queue()
 
     def start(self, slot: int, seed: int) -> None:
-        thread = threading.Thread(target=self._run, args=(slot, seed), name=f"actor-{slot}",
-                                  daemon=True)
+        thread = threading.Thread(
+            target=self._run, args=(slot, seed), name=f"actor-{slot}", daemon=True
+        )
         self._threads[slot] = thread
         thread.start()
 
@@ -93,9 +98,13 @@ class _ThreadActorFleet:
 
         config, service = self._plan.config, self._service
         try:
-            actor = build_actor(env=config.env, actors=config.actors,
-                                agent_factory=self._plan.agent_factory, seed=seed,
-                                return_discount=config.return_discount)
+            actor = build_actor(
+                env=config.env,
+                actors=config.actors,
+                agent_factory=self._plan.agent_factory,
+                seed=seed,
+                return_discount=config.return_discount,
+            )
             version, published = service.latest_weights()
             actor.set_weights(published[0], version)
         except Exception as err:  # noqa: BLE001 - reported as the actor's failure
@@ -105,9 +114,12 @@ class _ThreadActorFleet:
         try:
             # Sending is the call itself: enqueue blocks while the queue is full
             # (back-pressure) and its reply carries the newest weights.
-            run_actor_loop(actor=actor, send=lambda unroll, stats: (unroll, stats),
-                           receive=lambda sent: service.enqueue(*sent, sender=slot),
-                           fetch_weights=lambda weights: weights)
+            run_actor_loop(
+                actor=actor,
+                send=lambda unroll, stats: (unroll, stats),
+                receive=lambda sent: service.enqueue(*sent, sender=slot),
+                fetch_weights=lambda weights: weights,
+            )
         except Exception as err:  # noqa: BLE001 - an env or policy error ends this actor only
             self._end(slot, one_line(err))
             return

@@ -20,10 +20,10 @@ import ray
 from impala_rep.learner.report import LearnerReport
 from impala_rep.run.console import ray_console_options
 from impala_rep.run.errors import LearnerLost, SetupError, TrainingFailed, one_line
-from impala_rep.run.ray_setup import WORKER_ENV, is_loopback
 from impala_rep.run.prepare import RunPlan
 from impala_rep.run.ray_cluster import check_reachable, check_resources
 from impala_rep.run.ray_errors import describe_ray_error, failed_to_start
+from impala_rep.run.ray_setup import WORKER_ENV, is_loopback
 
 __all__ = ["RayLauncher"]
 
@@ -55,8 +55,10 @@ class RayLauncher:
         try:
             self._started_ray = self._ray_owner.start(_start_ray, config)
         except ConnectionError as err:  # something answered at the address, but not Ray's GCS
-            raise SetupError(f"bad ray_address {config.run.ray_address!r}: could not join a Ray "
-                             f"cluster there ({one_line(err)})") from None
+            raise SetupError(
+                f"bad ray_address {config.run.ray_address!r}: could not join a Ray "
+                f"cluster there ({one_line(err)})"
+            ) from None
         check_resources(config, ray.cluster_resources(), embedded=not config.run.ray_address)
 
     def start(self) -> None:
@@ -68,9 +70,14 @@ class RayLauncher:
 
         plan, config = self._plan, self._plan.config
         try:
-            self._learner = create_learner_group(config, plan.observation_shape, plan.agent_factory,
-                                                 plan.frame_skip, loss_fn=plan.loss_fn,
-                                                 resume=plan.resume)
+            self._learner = create_learner_group(
+                config,
+                plan.observation_shape,
+                plan.agent_factory,
+                plan.frame_skip,
+                loss_fn=plan.loss_fn,
+                resume=plan.resume,
+            )
         except (RuntimeError, ray.exceptions.RayError) as err:  # e.g. never placed
             raise TrainingFailed(f"the learner could not start: {_describe(err)}") from None
         self.fleet = _RayActorFleet(plan, self._learner)
@@ -93,19 +100,25 @@ class RayLauncher:
 
         try:  # the hosts are running (wait_started() waited for them); the actors may not be yet
             with self._learner_call():
-                host_nodes = ray.get([host.node_id.remote() for host in self._learner.hosts],
-                                     timeout=REPORT_TIMEOUT_S)
+                host_nodes = ray.get(
+                    [host.node_id.remote() for host in self._learner.hosts],
+                    timeout=REPORT_TIMEOUT_S,
+                )
         except LearnerLost as err:
             raise TrainingFailed(str(err)) from None
         actor_nodes = self.fleet.node_ids(ACTOR_START_TIMEOUT_S)
         if None in actor_nodes:
-            raise TrainingFailed(f"Ray did not start {actor_nodes.count(None)} of {len(actor_nodes)} "
-                                 f"actors within {ACTOR_START_TIMEOUT_S:.0f} s: each asks for 1 CPU "
-                                 "and the cluster's CPUs are taken; free some or use fewer actors")
+            raise TrainingFailed(
+                f"Ray did not start {actor_nodes.count(None)} of {len(actor_nodes)} "
+                f"actors within {ACTOR_START_TIMEOUT_S:.0f} s: each asks for 1 CPU "
+                "and the cluster's CPUs are taken; free some or use fewer actors"
+            )
         short = {node: node[:8] for node in host_nodes + actor_nodes}
         per_node = {short[n]: actor_nodes.count(n) for n in dict.fromkeys(actor_nodes)}
-        return (f"placement: learner host(s) on node(s) {', '.join(short[n] for n in host_nodes)}; "
-                f"actors per node {per_node} ({len(set(host_nodes + actor_nodes))} node(s) in use)")
+        return (
+            f"placement: learner host(s) on node(s) {', '.join(short[n] for n in host_nodes)}; "
+            f"actors per node {per_node} ({len(set(host_nodes + actor_nodes))} node(s) in use)"
+        )
 
     def report(self) -> LearnerReport:
         with self._learner_call():
@@ -161,17 +174,21 @@ class _RayActorFleet:
     def __init__(self, plan: RunPlan, learner):
         self._plan, self._learner = plan, learner
         self._actors: dict[int, Any] = {}
-        self._runs: dict[Any, int] = {}      # pending run() ref -> slot
+        self._runs: dict[Any, int] = {}  # pending run() ref -> slot
         self._starting: dict[Any, int] = {}  # pending pid() ref, resolved once constructed -> slot
         self._node_refs: list[Any] = []
 
     def start(self, slot: int, seed: int) -> None:
         from impala_rep.actors.ray_actor import create_actor
 
-        actor = create_actor(config=self._plan.config, agent_factory=self._plan.agent_factory,
-                             learner=self._learner.host_for(slot),
-                             weights_from=self._learner.weights_source_for(slot), seed=seed,
-                             slot=slot)
+        actor = create_actor(
+            config=self._plan.config,
+            agent_factory=self._plan.agent_factory,
+            learner=self._learner.host_for(slot),
+            weights_from=self._learner.weights_source_for(slot),
+            seed=seed,
+            slot=slot,
+        )
         if self._plan.config.run.ray_address:  # asked before run() is queued behind it
             self._node_refs.append(actor.node_id.remote())
         self._actors[slot] = actor
@@ -214,7 +231,9 @@ class _RayActorFleet:
                 ended.append((slot, None))
             except Exception as error:  # noqa: BLE001 - any failure of the actor's loop
                 cause = describe_ray_error(error)
-                ended.append((slot, f"failed to start: {cause}" if failed_to_start(error) else cause))
+                ended.append(
+                    (slot, f"failed to start: {cause}" if failed_to_start(error) else cause)
+                )
         return ended
 
     def remove(self, slot: int) -> None:
@@ -301,12 +320,19 @@ def _start_ray(config) -> bool:
         **console,
         # Workers inherit the driver's TensorFlow log level (quiet by default) and keep
         # Ray's crash handler (the driver does without it: run/ray_setup.py).
-        runtime_env={"env_vars": {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
-                                  **WORKER_ENV}},
+        runtime_env={
+            "env_vars": {
+                "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+                **WORKER_ENV,
+            }
+        },
     )
     address = ray.util.get_node_ip_address()
     if not is_loopback(address):
-        print(f"impala-rep: warning: the embedded Ray runs at {address} and listens on every "
-              "interface: ray was imported before train(); set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 "
-              "before importing it to keep it on 127.0.0.1", file=sys.stderr)
+        print(
+            f"impala-rep: warning: the embedded Ray runs at {address} and listens on every "
+            "interface: ray was imported before train(); set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 "
+            "before importing it to keep it on 127.0.0.1",
+            file=sys.stderr,
+        )
     return True

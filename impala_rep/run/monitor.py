@@ -35,10 +35,10 @@ RECORD_FIELDS = {
     "env_fps": "env frames/s the actors produced since the previous report",
     "learner_fps": "env frames/s the learner trained on since the previous report",
     "episode_return_mean": "mean return of the last 100 episodes, as the actors played them "
-                           "(sampling their actions); null before the first episode ends",
+    "(sampling their actions); null before the first episode ends",
     "episodes": "episodes ended so far",
     "policy_lag_mean": "mean learner updates between the weights that acted the last batch "
-                       "and the weights its first pass trained",
+    "and the weights its first pass trained",
     "policy_lag_max": "the largest such lag in the last batch",
     "queue_size": "unroll blocks waiting in the learner's queue",
     "loss": "the last update's total loss",
@@ -48,10 +48,10 @@ RECORD_FIELDS = {
     "learning_rate": "the learning rate of the last update",
     "learner_steps": "learner updates so far, every pass counted",
     "learner_busy_fraction": "fraction of the time since the previous report the learner spent "
-                             "in its step",
+    "in its step",
     "frames_produced": "env frames the actors have sent",
     "frames_queued": "env frames sent but not trained on yet (frames_produced = frames + "
-                     "frames_queued)",
+    "frames_queued)",
     "actor_restarts": "actors replaced after a failure or a hang",
 }
 
@@ -85,10 +85,13 @@ class Monitor:
         self._made_dir = self._discardable and not pathlib.Path(config.run.logdir).exists()
         hosts = "" if config.learner.hosts == 1 else f"{config.learner.hosts} hosts x "
         logdir = config.run.logdir
-        print(f"impala-rep: {'resuming' if plan.resume else 'training'} {config.env.id} with "
-              f"{config.actors.num_actors} actors x {config.actors.envs_per_actor} envs, learner on "
-              f"{hosts}{config.learner.devices!r}, {config.run.total_frames:,} frames"
-              + (f", logdir {logdir}" if logdir else ""), file=out)
+        print(
+            f"impala-rep: {'resuming' if plan.resume else 'training'} {config.env.id} with "
+            f"{config.actors.num_actors} actors x {config.actors.envs_per_actor} envs, learner on "
+            f"{hosts}{config.learner.devices!r}, {config.run.total_frames:,} frames"
+            + (f", logdir {logdir}" if logdir else ""),
+            file=out,
+        )
 
     def open(self, first: LearnerReport, *, restored_from: str | None) -> None:
         """The run is running: writes config.json and opens the logs; `first` is the learner's
@@ -97,11 +100,18 @@ class Monitor:
             with self._writing():
                 self._open_logs(first, restored_from)
         if restored_from is not None:
-            print(f"impala-rep: resumed from {restored_from} (learner step {first.learner_steps:,}, "
-                  f"{self._skip * first.frames_consumed:,} frames)", file=self._out)
+            print(
+                f"impala-rep: resumed from {restored_from} (learner step {first.learner_steps:,}, "
+                f"{self._skip * first.frames_consumed:,} frames)",
+                file=self._out,
+            )
         self.last_checkpoint = first.last_checkpoint
-        self._last = {"t": time.monotonic(), "produced": self._skip * first.frames_produced,
-                      "consumed": self._skip * first.frames_consumed, "busy": 0.0}
+        self._last = {
+            "t": time.monotonic(),
+            "produced": self._skip * first.frames_produced,
+            "consumed": self._skip * first.frames_consumed,
+            "busy": 0.0,
+        }
         # Atari ids (frame skip 4) have their own episode rules and refuse the flag the hint names.
         if first.episodes == 0 and self._skip == 1:
             config = self._config
@@ -115,8 +125,15 @@ class Monitor:
         restored = None if restored_from is None else self._skip * first.frames_consumed
         self._log = RunLog(path, resumed_frames=restored)
         if restored_from is not None:
-            self._log.event({"event": "resumed", "wall_s": self._wall_s(), "checkpoint":
-                             restored_from, "frames": restored, "dropped_records": self._log.dropped})
+            self._log.event(
+                {
+                    "event": "resumed",
+                    "wall_s": self._wall_s(),
+                    "checkpoint": restored_from,
+                    "frames": restored,
+                    "dropped_records": self._log.dropped,
+                }
+            )
 
     @contextlib.contextmanager
     def _writing(self):
@@ -125,7 +142,8 @@ class Monitor:
             yield
         except OSError as err:
             self.write_failure = self.write_failure or (
-                f"cannot write the run's logs in {self._config.run.logdir}: {one_line(err)}")
+                f"cannot write the run's logs in {self._config.run.logdir}: {one_line(err)}"
+            )
             log, self._log = self._log, None
             if log is not None:
                 with contextlib.suppress(OSError):
@@ -136,21 +154,41 @@ class Monitor:
 
     def actor_failures(self, failures: list[ActorFailure]) -> None:
         for event in failures:
-            print(f"\nimpala-rep: actor {event.slot} failed ({event.cause}); started a replacement "
-                  f"(actor restarts: {event.restarts})", file=self._out, flush=True)
+            print(
+                f"\nimpala-rep: actor {event.slot} failed ({event.cause}); started a replacement "
+                f"(actor restarts: {event.restarts})",
+                file=self._out,
+                flush=True,
+            )
             if self._log is not None:
                 with self._writing():
-                    self._log.event({"event": "actor_restart", "wall_s": self._wall_s(),
-                                     "actor": event.slot, "cause": event.cause,
-                                     "actor_restarts": event.restarts})
+                    self._log.event(
+                        {
+                            "event": "actor_restart",
+                            "wall_s": self._wall_s(),
+                            "actor": event.slot,
+                            "cause": event.cause,
+                            "actor_restarts": event.restarts,
+                        }
+                    )
 
     def report(self, report: LearnerReport, *, actor_restarts: int, progress: bool = True) -> None:
         """One metrics record from `report` (frames in env frames), logged and shown."""
         now = time.monotonic()
-        record = _record(report, self._last, now=now, wall_s=self._wall_s(now), skip=self._skip,
-                         actor_restarts=actor_restarts)
-        self._last = {"t": now, "produced": record["frames_produced"], "consumed": record["frames"],
-                      "busy": report.learner_busy_s}
+        record = _record(
+            report,
+            self._last,
+            now=now,
+            wall_s=self._wall_s(now),
+            skip=self._skip,
+            actor_restarts=actor_restarts,
+        )
+        self._last = {
+            "t": now,
+            "produced": record["frames_produced"],
+            "consumed": record["frames"],
+            "busy": report.learner_busy_s,
+        }
         self.last_checkpoint = report.last_checkpoint or self.last_checkpoint
         self.records.append(record)
         if self._log is not None:
@@ -169,11 +207,16 @@ class Monitor:
         if record["frames_produced"] >= self._no_episode_hint:
             self._no_episode_hint = None
             limit = self._config.env.max_episode_steps
-            advice = ("--max-episode-steps N ends episodes after N steps, as a time limit does"
-                      if limit is None else f"each lasts up to --max-episode-steps {limit}")
+            advice = (
+                "--max-episode-steps N ends episodes after N steps, as a time limit does"
+                if limit is None
+                else f"each lasts up to --max-episode-steps {limit}"
+            )
             self._progress.finish()  # a terminal's in-place line ends before the message
-            self.say(f"no episode has ended in {record['frames_produced']:,} frames "
-                     f"({_NO_EPISODE_STEPS:,}+ steps in each env), so no return is known yet; {advice}")
+            self.say(
+                f"no episode has ended in {record['frames_produced']:,} frames "
+                f"({_NO_EPISODE_STEPS:,}+ steps in each env), so no return is known yet; {advice}"
+            )
 
     def finish_progress(self) -> None:
         self._progress.finish()
@@ -188,16 +231,24 @@ class Monitor:
 
     def result(self) -> TrainResult:
         final = self.records[-1]
-        return TrainResult(frames=final["frames"], wall_s=time.monotonic() - self._start,
-                           learner_steps=final["learner_steps"], episodes=final["episodes"],
-                           episode_return_mean=final["episode_return_mean"], records=self.records,
-                           actor_restarts=final["actor_restarts"])
+        return TrainResult(
+            frames=final["frames"],
+            wall_s=time.monotonic() - self._start,
+            learner_steps=final["learner_steps"],
+            episodes=final["episodes"],
+            episode_return_mean=final["episode_return_mean"],
+            records=self.records,
+            actor_restarts=final["actor_restarts"],
+        )
 
     def summary(self, result: TrainResult) -> None:
         print("\n" + _summary_table(result, self._config), file=self._out)
         if self.last_checkpoint is not None:
-            print(f"  checkpoint: {self.last_checkpoint[0]} (continue with: impala-rep train --resume "
-                  f"{self._config.run.logdir})", file=self._out)
+            print(
+                f"  checkpoint: {self.last_checkpoint[0]} (continue with: "
+                f"impala-rep train --resume {self._config.run.logdir})",
+                file=self._out,
+            )
 
     def failure_message(self, failure: str) -> str:
         """`failure` with where the run can be resumed from (the newest checkpoint on disk:
@@ -207,20 +258,28 @@ class Monitor:
             return f"{failure}; no checkpoint was kept (run with --logdir to be able to resume)"
         last = self._newest_checkpoint()
         if last is None and self._discard_unresumable():
-            return (f"{failure}\nno checkpoint was written yet, so nothing of this run was kept "
-                    f"({logdir} removed); run the same command again")
+            return (
+                f"{failure}\nno checkpoint was written yet, so nothing of this run was kept "
+                f"({logdir} removed); run the same command again"
+            )
         if last is None:
             return f"{failure}; no checkpoint was written yet, so the run cannot be resumed"
         path, step = last
-        return (f"{failure}\nthe last good checkpoint is {path} (learner step {step:,}); continue "
-                f"with: impala-rep train --resume {logdir}")
+        return (
+            f"{failure}\nthe last good checkpoint is {path} (learner step {step:,}); continue "
+            f"with: impala-rep train --resume {logdir}"
+        )
 
     def discard_if_unresumable(self) -> None:
         """After a stop by signal: a new run with no checkpoint leaves nothing behind."""
         if self._config.run.logdir is not None and self._newest_checkpoint() is None:
             if self._discard_unresumable():
-                print(f"impala-rep: stopped before the first checkpoint: nothing of this run was "
-                      f"kept ({self._config.run.logdir} removed)", file=self._out, flush=True)
+                print(
+                    f"impala-rep: stopped before the first checkpoint: nothing of this run was "
+                    f"kept ({self._config.run.logdir} removed)",
+                    file=self._out,
+                    flush=True,
+                )
 
     def _newest_checkpoint(self) -> tuple[str, int] | None:
         """The newest checkpoint on disk (one written after the last report counts too)."""
@@ -271,8 +330,9 @@ class _Progress:
         self._shown: tuple[float, float, float] | None = None  # wall_s, frames, produced
 
     def update(self, record: dict[str, Any]) -> None:
-        moved = (self._shown is None
-                 or (record["frames"], record["frames_produced"]) != self._shown[1:])
+        moved = (
+            self._shown is None or (record["frames"], record["frames_produced"]) != self._shown[1:]
+        )
         if not moved and record["wall_s"] - self._shown[0] < _STILL_LINE_EVERY_S:
             return
         self._shown = (record["wall_s"], record["frames"], record["frames_produced"])
@@ -282,11 +342,13 @@ class _Progress:
         rate = record["learner_fps"]
         eta = max(0.0, self._total - record["frames"]) / rate if rate > 0 else float("inf")
         ret = record["episode_return_mean"]
-        line = (f"[{done:6.1%}] frames {record['frames']:>10,}/{self._total:,}  "
-                f"env {record['env_fps']:>8,.0f} f/s  learner {rate:>8,.0f} f/s  "
-                f"return {'   n/a' if ret is None else f'{ret:7.1f}'}  "
-                f"lag {record['policy_lag_mean'] or 0:4.1f}  "
-                f"ETA {'?' if eta == float('inf') else f'{eta:5.0f}s'}")
+        line = (
+            f"[{done:6.1%}] frames {record['frames']:>10,}/{self._total:,}  "
+            f"env {record['env_fps']:>8,.0f} f/s  learner {rate:>8,.0f} f/s  "
+            f"return {'   n/a' if ret is None else f'{ret:7.1f}'}  "
+            f"lag {record['policy_lag_mean'] or 0:4.1f}  "
+            f"ETA {'?' if eta == float('inf') else f'{eta:5.0f}s'}"
+        )
         self._out.write("\r" + line if self._tty else line + "\n")
         self._out.flush()
 
@@ -295,8 +357,15 @@ class _Progress:
             self._out.write("\n")
 
 
-def _record(report: LearnerReport, last: dict[str, float], *, now: float, wall_s: float, skip: int,
-            actor_restarts: int) -> dict[str, Any]:
+def _record(
+    report: LearnerReport,
+    last: dict[str, float],
+    *,
+    now: float,
+    wall_s: float,
+    skip: int,
+    actor_restarts: int,
+) -> dict[str, Any]:
     """One metrics.jsonl record from a learner report (frames in env frames: x `skip`)."""
     dt = max(now - last["t"], 1e-9)
     metrics = report.metrics
@@ -330,21 +399,27 @@ def _record(report: LearnerReport, last: dict[str, float], *, now: float, wall_s
 
 
 def _summary_table(result: TrainResult, config) -> str:
-    returns = [r["episode_return_mean"] for r in result.records if r["episode_return_mean"] is not None]
+    returns = [
+        r["episode_return_mean"] for r in result.records if r["episode_return_mean"] is not None
+    ]
     env_fps = result.frames / result.wall_s if result.wall_s > 0 else 0.0
     learner = config.learner
     rows = [
         ("environment", config.env.id),
         ("actors x envs", f"{config.actors.num_actors} x {config.actors.envs_per_actor}"),
-        ("learner devices", learner.devices if learner.hosts == 1
-         else f"{learner.hosts} hosts x {learner.devices}"),
+        (
+            "learner devices",
+            learner.devices if learner.hosts == 1 else f"{learner.hosts} hosts x {learner.devices}",
+        ),
         ("env frames (learner-consumed)", f"{result.frames:,}"),
         ("learner steps", f"{result.learner_steps:,}"),
         ("episodes", f"{result.episodes:,}"),
         ("wall time", f"{result.wall_s:.1f} s"),
         ("frames / s (overall)", f"{env_fps:,.0f}"),
-        (f"final mean return (last {RETURN_WINDOW})",
-         "n/a" if result.episode_return_mean is None else f"{result.episode_return_mean:.1f}"),
+        (
+            f"final mean return (last {RETURN_WINDOW})",
+            "n/a" if result.episode_return_mean is None else f"{result.episode_return_mean:.1f}",
+        ),
         ("best mean return", "n/a" if not returns else f"{max(returns):.1f}"),
     ]
     width = max(len(k) for k, _ in rows)

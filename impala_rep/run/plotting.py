@@ -40,9 +40,15 @@ def plot_run(logdir: str) -> list[pathlib.Path]:
     frames, wall = series("frames"), cumulative_wall_s(records)
     fig, (by_frames, by_time) = plt.subplots(1, 2, figsize=(11, 4))
     by_frames.plot(frames, series("episode_return_mean"))
-    by_frames.set(xlabel="env frames", ylabel="mean return (last 100 episodes)", title="Return vs frames")
+    by_frames.set(
+        xlabel="env frames", ylabel="mean return (last 100 episodes)", title="Return vs frames"
+    )
     by_time.plot(wall, series("episode_return_mean"))
-    by_time.set(xlabel="wall time (s, resumed sessions added up)", ylabel="mean return (last 100 episodes)", title="Return vs wall time")
+    by_time.set(
+        xlabel="wall time (s, resumed sessions added up)",
+        ylabel="mean return (last 100 episodes)",
+        title="Return vs wall time",
+    )
     for ax in (by_frames, by_time):
         ax.grid(alpha=0.3)
     fig.tight_layout()

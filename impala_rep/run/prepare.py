@@ -15,16 +15,27 @@ import dataclasses
 import functools
 import os
 import pathlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from impala_rep.agent_factory import acting_agent
 from impala_rep.auto_settings import AUTO_KL_COST, AUTO_RND_COST, resolve_auto_settings
 from impala_rep.config import AgentConfig, TrainConfig
 from impala_rep.run.errors import SetupError
 
-__all__ = ["RunPlan", "prepare", "check_logdir", "default_agent_factory", "agent_factory_for",
-           "resolve_auto_settings", "with_extensions", "with_popart", "with_rnd", "AUTO_RND_COST",
-           "AUTO_KL_COST"]
+__all__ = [
+    "RunPlan",
+    "prepare",
+    "check_logdir",
+    "default_agent_factory",
+    "agent_factory_for",
+    "resolve_auto_settings",
+    "with_extensions",
+    "with_popart",
+    "with_rnd",
+    "AUTO_RND_COST",
+    "AUTO_KL_COST",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,27 +45,33 @@ class RunPlan:
     config: TrainConfig
     observation_shape: tuple[int, ...]
     num_actions: int
-    frame_skip: int          # env frames per agent step (4 on Atari); users see env frames
+    frame_skip: int  # env frames per agent step (4 on Atari); users see env frames
     agent_factory: Callable[[], Any]
     loss_fn: Callable[..., Any] | None  # None: the IMPALA loss
     resume: bool
     start_step: int = 0  # the learner step a resumed run continues from (0: a new run)
 
 
-def default_agent_factory(agent: AgentConfig, observation_shape, num_actions: int,
-                          observation_normalization=None) -> Callable[[], Any]:
+def default_agent_factory(
+    agent: AgentConfig, observation_shape, num_actions: int, observation_normalization=None
+) -> Callable[[], Any]:
     """A picklable factory for the configured built-in agent (each process builds its own copy);
     the MLP standardises its inputs with `observation_normalization` ((mean, std) or None)."""
     from impala_rep.agent_factory import make_agent
 
-    return make_agent(observation_shape=tuple(observation_shape), num_actions=num_actions,
-                      network=agent.network, use_lstm=agent.use_lstm,
-                      hidden_sizes=tuple(agent.hidden_sizes),
-                      observation_normalization=observation_normalization)
+    return make_agent(
+        observation_shape=tuple(observation_shape),
+        num_actions=num_actions,
+        network=agent.network,
+        use_lstm=agent.use_lstm,
+        hidden_sizes=tuple(agent.hidden_sizes),
+        observation_normalization=observation_normalization,
+    )
 
 
-def agent_factory_for(config: TrainConfig, env_spec, *,
-                      agent: Callable[[], Any] | None = None) -> Callable[[], Any]:
+def agent_factory_for(
+    config: TrainConfig, env_spec, *, agent: Callable[[], Any] | None = None
+) -> Callable[[], Any]:
     """The run's agent builder: `agent` (given to `train()`) or the `--agent` factory (not
     both), else the configured built-in agent, with what `config` adds to any agent
     (`with_extensions`). `impala-rep evaluate` builds the agent a run trained from its
@@ -64,14 +81,24 @@ def agent_factory_for(config: TrainConfig, env_spec, *,
     config = resolve_auto_settings(config, env_spec.observation_shape)
 
     factory, _ = resolve_agent_and_loss(
-        agent_spec=config.agent.factory, loss_spec=None, agent=agent, loss=None,
-        observation_shape=env_spec.observation_shape, num_actions=env_spec.num_actions)
+        agent_spec=config.agent.factory,
+        loss_spec=None,
+        agent=agent,
+        loss=None,
+        observation_shape=env_spec.observation_shape,
+        num_actions=env_spec.num_actions,
+    )
     factory = factory if factory is not None else _builtin_agent_factory(config, env_spec)
     return with_extensions(config, env_spec, agent_factory=factory, loss=None)[0]
 
 
-def with_extensions(config: TrainConfig, env_spec, *, agent_factory: Callable[[], Any],
-                    loss: Callable[..., Any] | None) -> tuple[Callable[[], Any], Callable[..., Any] | None]:
+def with_extensions(
+    config: TrainConfig,
+    env_spec,
+    *,
+    agent_factory: Callable[[], Any],
+    loss: Callable[..., Any] | None,
+) -> tuple[Callable[[], Any], Callable[..., Any] | None]:
     """The agent factory and loss with what the config adds to any agent and loss: PopArt
     (`with_popart`), then random network distillation (`with_rnd`), which sees PopArt's agent
     and loss as the run's own."""
@@ -79,15 +106,19 @@ def with_extensions(config: TrainConfig, env_spec, *, agent_factory: Callable[[]
     return with_rnd(config, env_spec, agent_factory=agent_factory, loss=loss)
 
 
-def with_popart(config: TrainConfig, *, agent_factory: Callable[[], Any],
-                loss: Callable[..., Any] | None) -> tuple[Callable[[], Any], Callable[..., Any] | None]:
+def with_popart(
+    config: TrainConfig, *, agent_factory: Callable[[], Any], loss: Callable[..., Any] | None
+) -> tuple[Callable[[], Any], Callable[..., Any] | None]:
     """The agent factory and loss with PopArt's head and value normalisation (`impala_rep.popart`)
     when `config.loss.popart`, else both unchanged; picklable and TensorFlow-free until called."""
     if not config.loss.popart:
         return agent_factory, loss
-    return (functools.partial(_popart_agent, policy=agent_factory),
-            functools.partial(_popart_loss, step_size=float(config.loss.popart_step_size),
-                              base_loss=loss))
+    return (
+        functools.partial(_popart_agent, policy=agent_factory),
+        functools.partial(
+            _popart_loss, step_size=float(config.loss.popart_step_size), base_loss=loss
+        ),
+    )
 
 
 def _popart_agent(*, policy: Callable[[], Any]) -> Any:
@@ -102,8 +133,13 @@ def _popart_loss(**kwargs: Any) -> Any:
     return popart_loss_fn(**kwargs)
 
 
-def with_rnd(config: TrainConfig, env_spec, *, agent_factory: Callable[[], Any],
-             loss: Callable[..., Any] | None) -> tuple[Callable[[], Any], Callable[..., Any] | None]:
+def with_rnd(
+    config: TrainConfig,
+    env_spec,
+    *,
+    agent_factory: Callable[[], Any],
+    loss: Callable[..., Any] | None,
+) -> tuple[Callable[[], Any], Callable[..., Any] | None]:
     """The agent factory and loss with random network distillation's networks and bonus
     (`impala_rep.rnd`) when `config.loss.rnd_cost` > 0, else both unchanged (None, auto, is
     off here: `config` is one `resolve_auto_settings` made concrete, as `prepare` and a run's
@@ -113,14 +149,24 @@ def with_rnd(config: TrainConfig, env_spec, *, agent_factory: Callable[[], Any],
     if not cost:
         return agent_factory, loss
     if len(env_spec.observation_shape) != 1:
-        raise ValueError(f"bad rnd_cost {cost}: the novelty bonus needs vector observations, "
-                         f"got shape {tuple(env_spec.observation_shape)}; use 0 (off) on images")
+        raise ValueError(
+            f"bad rnd_cost {cost}: the novelty bonus needs vector observations, "
+            f"got shape {tuple(env_spec.observation_shape)}; use 0 (off) on images"
+        )
     # The networks see the declared bounds mapped onto [-1, 1] whatever the agent does (a user's
     # agent, --no-scale-observations): MountainCar's velocity (+-0.07) would barely move them raw.
     normalization = _declared_bounds_normalization(env_spec)
-    return (functools.partial(_rnd_agent, policy=agent_factory, observation_normalization=normalization),
-            functools.partial(_rnd_loss, rnd_cost=float(cost), base_loss=loss,
-                              step_costs_only=config.loss.rnd_step_costs_only))
+    return (
+        functools.partial(
+            _rnd_agent, policy=agent_factory, observation_normalization=normalization
+        ),
+        functools.partial(
+            _rnd_loss,
+            rnd_cost=float(cost),
+            base_loss=loss,
+            step_costs_only=config.loss.rnd_step_costs_only,
+        ),
+    )
 
 
 def _rnd_agent(*, policy: Callable[[], Any], observation_normalization) -> Any:
@@ -140,8 +186,12 @@ def _rnd_loss(**kwargs: Any) -> Any:
 
 
 def _builtin_agent_factory(config: TrainConfig, env_spec) -> Callable[[], Any]:
-    return default_agent_factory(config.agent, env_spec.observation_shape, env_spec.num_actions,
-                                 _observation_normalization(config, env_spec))
+    return default_agent_factory(
+        config.agent,
+        env_spec.observation_shape,
+        env_spec.num_actions,
+        _observation_normalization(config, env_spec),
+    )
 
 
 def _observation_normalization(config: TrainConfig, env_spec) -> Any:
@@ -181,11 +231,18 @@ def check_logdir(logdir: str | None) -> None:
     while not ancestor.exists():
         ancestor = ancestor.parent
     if not ancestor.is_dir() or not os.access(ancestor, os.W_OK):
-        raise ValueError(f"logdir {logdir!r} cannot be created: {ancestor} is not a writable directory")
+        raise ValueError(
+            f"logdir {logdir!r} cannot be created: {ancestor} is not a writable directory"
+        )
 
 
-def prepare(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
-            loss: Callable[..., Any] | None = None, resume: bool = False) -> RunPlan:
+def prepare(
+    config: TrainConfig,
+    *,
+    agent: Callable[[], Any] | None = None,
+    loss: Callable[..., Any] | None = None,
+    resume: bool = False,
+) -> RunPlan:
     """Checks `config` (and the agent and loss objects, if given) against this machine.
 
     Raises:
@@ -203,41 +260,71 @@ def prepare(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
     try:
         if on_this_machine:
             check_devices(config)
-        check_env_options(config.env.id, sticky_actions=config.env.sticky_actions,
-                          episodic_life=config.env.episodic_life,
-                          max_episode_steps=config.env.max_episode_steps)
+        check_env_options(
+            config.env.id,
+            sticky_actions=config.env.sticky_actions,
+            episodic_life=config.env.episodic_life,
+            max_episode_steps=config.env.max_episode_steps,
+        )
         env_spec = describe_env(config.env.id)
         saved = check_resumable(config) if resume else None
-        config = resolve_auto_settings(config, env_spec.observation_shape, saved=saved,
-                                       users_code=agent is not None or loss is not None)
+        config = resolve_auto_settings(
+            config,
+            env_spec.observation_shape,
+            saved=saved,
+            users_code=agent is not None or loss is not None,
+        )
         if on_this_machine:
-            check_memory(config, env_spec.observation_shape, env_spec.observation_dtype,
-                         env_spec.num_actions)
+            check_memory(
+                config, env_spec.observation_shape, env_spec.observation_dtype, env_spec.num_actions
+            )
         start_step = 0
         if resume:
             start_step = checkpoint_step(config.run.logdir)
         else:
             check_logdir(config.run.logdir)
         agent_factory, loss = resolve_agent_and_loss(
-            agent_spec=config.agent.factory, loss_spec=config.loss.function, agent=agent, loss=loss,
-            observation_shape=env_spec.observation_shape, num_actions=env_spec.num_actions)
+            agent_spec=config.agent.factory,
+            loss_spec=config.loss.function,
+            agent=agent,
+            loss=loss,
+            observation_shape=env_spec.observation_shape,
+            num_actions=env_spec.num_actions,
+        )
         users_agent = agent_factory is not None
         if agent_factory is None:  # e.g. a network that does not fit the observation
             agent_factory = _builtin_agent_factory(config, env_spec)
         if users_agent or loss is not None:
             # The user's loss as the run will call it: under PopArt, as its base loss (which must
             # report the V-trace targets' moments).
-            checked_factory, checked_loss = (with_popart(config, agent_factory=agent_factory, loss=loss)
-                                             if loss is not None else (agent_factory, loss))
-            check_user_code(agent_factory=checked_factory, loss_fn=checked_loss, agent_is_users=users_agent,
-                            agent_spec=config.agent.factory, loss_spec=config.loss.function,
-                            observation_shape=env_spec.observation_shape,
-                            observation_dtype=env_spec.observation_dtype,
-                            num_actions=env_spec.num_actions, config=config.loss)
-        agent_factory, loss = with_extensions(config, env_spec, agent_factory=agent_factory, loss=loss)
+            checked_factory, checked_loss = (
+                with_popart(config, agent_factory=agent_factory, loss=loss)
+                if loss is not None
+                else (agent_factory, loss)
+            )
+            check_user_code(
+                agent_factory=checked_factory,
+                loss_fn=checked_loss,
+                agent_is_users=users_agent,
+                agent_spec=config.agent.factory,
+                loss_spec=config.loss.function,
+                observation_shape=env_spec.observation_shape,
+                observation_dtype=env_spec.observation_dtype,
+                num_actions=env_spec.num_actions,
+                config=config.loss,
+            )
+        agent_factory, loss = with_extensions(
+            config, env_spec, agent_factory=agent_factory, loss=loss
+        )
     except ValueError as err:
         raise SetupError(str(err)) from None
-    return RunPlan(config=config, observation_shape=tuple(env_spec.observation_shape),
-                   num_actions=int(env_spec.num_actions), frame_skip=int(env_spec.frame_skip),
-                   agent_factory=agent_factory, loss_fn=loss, resume=resume,
-                   start_step=start_step)
+    return RunPlan(
+        config=config,
+        observation_shape=tuple(env_spec.observation_shape),
+        num_actions=int(env_spec.num_actions),
+        frame_skip=int(env_spec.frame_skip),
+        agent_factory=agent_factory,
+        loss_fn=loss,
+        resume=resume,
+        start_step=start_step,
+    )

@@ -48,9 +48,11 @@ def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
             pass
     except OSError as err:
         reason = (err.strerror or type(err).__name__).lower()
-        raise SetupError(f"bad ray_address {named}: no Ray cluster answers there ({reason}; "
-                         f"waited up to {timeout_s:.0f} s); start one with `ray start --head` or "
-                         "check the address") from None
+        raise SetupError(
+            f"bad ray_address {named}: no Ray cluster answers there ({reason}; "
+            f"waited up to {timeout_s:.0f} s); start one with `ray start --head` or "
+            "check the address"
+        ) from None
 
 
 def _resolve_auto() -> tuple[str, str | None]:
@@ -68,13 +70,20 @@ def _resolve_auto() -> tuple[str, str | None]:
     recorded = read_ray_address()
     if recorded:
         return recorded, "recorded by `ray start`"
-    raise SetupError("bad ray_address 'auto': no Ray cluster to join on this machine (RAY_ADDRESS is "
-                     "not set and `ray start` has not started one here); start one with "
-                     "`ray start --head`, or give the cluster's HOST:PORT")
+    raise SetupError(
+        "bad ray_address 'auto': no Ray cluster to join on this machine (RAY_ADDRESS is "
+        "not set and `ray start` has not started one here); start one with "
+        "`ray start --head`, or give the cluster's HOST:PORT"
+    )
 
 
-def check_resources(config: TrainConfig, resources: dict[str, float], *, embedded: bool,
-                    nodes: list[dict] | None = None) -> None:
+def check_resources(
+    config: TrainConfig,
+    resources: dict[str, float],
+    *,
+    embedded: bool,
+    nodes: list[dict] | None = None,
+) -> None:
     """SetupError if Ray could never place the run: GPUs the learner asks for that the cluster
     or any single node does not have, or (on a cluster) fewer CPUs than the run's processes.
     `resources`: `ray.cluster_resources()`; `nodes`: `ray.nodes()` (asked here if needed)."""
@@ -86,27 +95,34 @@ def check_resources(config: TrainConfig, resources: dict[str, float], *, embedde
     have = int(resources.get("GPU", 0))
     where = "this machine" if embedded else "the Ray cluster"
     if gpus > have:
-        raise SetupError(f"bad learner_devices {config.learner.devices!r}: the learner asks for "
-                         f"{gpus} GPU(s) and {where} has {have}; use --learner-devices cpu or auto")
+        raise SetupError(
+            f"bad learner_devices {config.learner.devices!r}: the learner asks for "
+            f"{gpus} GPU(s) and {where} has {have}; use --learner-devices cpu or auto"
+        )
     if per_host:
         _check_gpus_per_node(config, per_host, nodes, where)
     cpus = config.actors.num_actors + hosts
     if not embedded and cpus > resources.get("CPU", 0):
-        raise SetupError(f"bad num_actors {config.actors.num_actors}: {config.actors.num_actors} "
-                         f"actors and {hosts} learner host(s) need {cpus} CPUs and the Ray cluster "
-                         f"has {resources.get('CPU', 0):g}; start more nodes first or use fewer actors")
+        raise SetupError(
+            f"bad num_actors {config.actors.num_actors}: {config.actors.num_actors} "
+            f"actors and {hosts} learner host(s) need {cpus} CPUs and the Ray cluster "
+            f"has {resources.get('CPU', 0):g}; start more nodes first or use fewer actors"
+        )
 
 
-def _check_gpus_per_node(config: TrainConfig, per_host: int, nodes: list[dict] | None,
-                         where: str) -> None:
+def _check_gpus_per_node(
+    config: TrainConfig, per_host: int, nodes: list[dict] | None, where: str
+) -> None:
     """A learner host's GPUs are one Ray actor's: all on one node. Enough GPUs in total
     can still leave every host pending forever if they are spread over smaller nodes."""
     if nodes is None:
         import ray
 
         nodes = ray.nodes()
-    per_node = sorted((int(node.get("Resources", {}).get("GPU", 0)) for node in nodes
-                       if node.get("Alive", True)), reverse=True)
+    per_node = sorted(
+        (int(node.get("Resources", {}).get("GPU", 0)) for node in nodes if node.get("Alive", True)),
+        reverse=True,
+    )
     hosts = config.learner.hosts
 
     def fit(gpus: int) -> int:  # hosts of `gpus` GPUs each the nodes can hold
@@ -116,9 +132,16 @@ def _check_gpus_per_node(config: TrainConfig, per_host: int, nodes: list[dict] |
         return
     best = max((g for g in range(1, per_host) if fit(g) >= hosts), default=0)
     listing = ", ".join(str(count) for count in per_node) or "no node"
-    asks = ("the learner asks" if hosts == 1 else f"each of the {hosts} learner hosts asks")
-    holds = ("no node has that many" if hosts == 1 else f"the nodes hold only {fit(per_host)} of them")
-    instead = (f"--learner-devices gpu:{best} (with more --learner-hosts to use more GPUs)" if best
-               else "--learner-devices cpu or auto")
-    raise SetupError(f"bad learner_devices {config.learner.devices!r}: {asks} for {per_host} GPUs "
-                     f"on one node and on {where} {holds} (GPUs per node: {listing}); use {instead}")
+    asks = "the learner asks" if hosts == 1 else f"each of the {hosts} learner hosts asks"
+    holds = (
+        "no node has that many" if hosts == 1 else f"the nodes hold only {fit(per_host)} of them"
+    )
+    instead = (
+        f"--learner-devices gpu:{best} (with more --learner-hosts to use more GPUs)"
+        if best
+        else "--learner-devices cpu or auto"
+    )
+    raise SetupError(
+        f"bad learner_devices {config.learner.devices!r}: {asks} for {per_host} GPUs "
+        f"on one node and on {where} {holds} (GPUs per node: {listing}); use {instead}"
+    )

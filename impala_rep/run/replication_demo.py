@@ -33,8 +33,9 @@ def input_fn(step: int, batch_size: int, rng_seed: int = 0) -> dict[str, np.ndar
     return {"x": x, "y": y}
 
 
-def run_demo(*, devices: str = "cpu:2", steps: int = 30, batch_size: int = 64,
-             out: TextIO = sys.stdout) -> DemoResult:
+def run_demo(
+    *, devices: str = "cpu:2", steps: int = 30, batch_size: int = 64, out: TextIO = sys.stdout
+) -> DemoResult:
     """Trains on `devices` and on one device from the same start; reports both."""
     from impala_rep import Replicator  # imports TensorFlow; keep module import light
 
@@ -42,8 +43,13 @@ def run_demo(*, devices: str = "cpu:2", steps: int = 30, batch_size: int = 64,
     import tensorflow as tf
 
     def make_model():
-        return tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(16, activation="tanh"),
-                                    tf.keras.layers.Dense(2)])
+        return tf.keras.Sequential(
+            [
+                tf.keras.Input((8,)),
+                tf.keras.layers.Dense(16, activation="tanh"),
+                tf.keras.layers.Dense(2),
+            ]
+        )
 
     def make_optimizer():
         return tf.keras.optimizers.RMSprop(learning_rate=0.01, rho=0.99, momentum=0.0, epsilon=0.01)
@@ -73,8 +79,11 @@ def run_demo(*, devices: str = "cpu:2", steps: int = 30, batch_size: int = 64,
         single_optimizer.apply_gradients(zip(grads, single.trainable_variables))
         return loss
 
-    print(f"{replicator}: {steps} steps of a global batch of {batch_size}, "
-          f"{batch_size // replicator.num_replicas} per replica", file=out)
+    print(
+        f"{replicator}: {steps} steps of a global batch of {batch_size}, "
+        f"{batch_size // replicator.num_replicas} per replica",
+        file=out,
+    )
     losses, single_losses = [], []
     start = time.monotonic()
     for step in range(steps):
@@ -82,9 +91,12 @@ def run_demo(*, devices: str = "cpu:2", steps: int = 30, batch_size: int = 64,
         losses.append(float(replicator.reduce("mean", replicator.run(step_fn, batch))))
         single_losses.append(float(single_step(batch)))
         if step % 10 == 0 or step == steps - 1:
-            print(f"  step {step + 1:4d}/{steps}  loss {losses[-1]:.5f}  "
-                  f"single-device loss {single_losses[-1]:.5f}  {time.monotonic() - start:5.1f}s",
-                  file=out, flush=True)
+            print(
+                f"  step {step + 1:4d}/{steps}  loss {losses[-1]:.5f}  "
+                f"single-device loss {single_losses[-1]:.5f}  {time.monotonic() - start:5.1f}s",
+                file=out,
+                flush=True,
+            )
     difference = max(
         float(np.max(np.abs(np.asarray(a) - b.numpy())))
         for a, b in zip(model.trainable_variables, single.trainable_variables)
@@ -93,6 +105,9 @@ def run_demo(*, devices: str = "cpu:2", steps: int = 30, batch_size: int = 64,
     print("", file=out)
     print(f"  {'':24s}{'first loss':>12s}{'last loss':>12s}", file=out)
     print(f"  {f'{result.num_replicas} replicas':24s}{losses[0]:12.5f}{losses[-1]:12.5f}", file=out)
-    print(f"  {'1 device, no strategy':24s}{single_losses[0]:12.5f}{single_losses[-1]:12.5f}", file=out)
+    print(
+        f"  {'1 device, no strategy':24s}{single_losses[0]:12.5f}{single_losses[-1]:12.5f}",
+        file=out,
+    )
     print(f"  max |weight difference| after {steps} steps: {difference:.2e}", file=out)
     return result

@@ -26,15 +26,23 @@ import glob
 import os
 import re
 import sys
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from impala_rep.config import TrainConfig
 from impala_rep.devices import parse_devices, tpu_resolver_args
 
-__all__ = ["MemoryEstimate", "estimate_memory", "available_memory", "check_memory",
-           "local_gpu_count", "local_tpu_present", "check_devices", "PROCESS_BYTES"]
+__all__ = [
+    "MemoryEstimate",
+    "estimate_memory",
+    "available_memory",
+    "check_memory",
+    "local_gpu_count",
+    "local_tpu_present",
+    "check_devices",
+    "PROCESS_BYTES",
+]
 
 GiB = 2**30
 
@@ -67,11 +75,11 @@ _NO_CGROUP_LIMIT = 2**60
 class MemoryEstimate:
     """Memory a run certainly holds at once, at the least (bytes)."""
 
-    column_bytes: int      # one env column of one unroll: T+1 observations and T transitions
-    held_unrolls: int      # actor-sized unroll blocks (E columns) held at once
-    batch_columns: int     # columns of the learner's batch (a copy of its own)
-    processes: int         # processes that import TensorFlow
-    unroll_bytes: int      # one actor's unroll (E columns)
+    column_bytes: int  # one env column of one unroll: T+1 observations and T transitions
+    held_unrolls: int  # actor-sized unroll blocks (E columns) held at once
+    batch_columns: int  # columns of the learner's batch (a copy of its own)
+    processes: int  # processes that import TensorFlow
+    unroll_bytes: int  # one actor's unroll (E columns)
     xla_learners: int = 0  # learner processes compiling their step with XLA
 
     @property
@@ -87,8 +95,9 @@ class MemoryEstimate:
         return self.buffer_bytes + self.process_bytes
 
 
-def estimate_memory(config: TrainConfig, observation_shape: Sequence[int],
-                    observation_dtype, num_actions: int) -> MemoryEstimate:
+def estimate_memory(
+    config: TrainConfig, observation_shape: Sequence[int], observation_dtype, num_actions: int
+) -> MemoryEstimate:
     """A lower bound of the memory the run's unroll buffers and processes hold at once.
 
     The buffers (actors/actor_loop.py, learner/unroll_queue.py, learner/service.py):
@@ -118,20 +127,27 @@ def _sizes(config: TrainConfig) -> dict[str, int]:
     return sizes
 
 
-def _estimate(sizes: Mapping[str, int], observation_shape: Sequence[int], observation_dtype,
-              num_actions: int) -> MemoryEstimate:
+def _estimate(
+    sizes: Mapping[str, int], observation_shape: Sequence[int], observation_dtype, num_actions: int
+) -> MemoryEstimate:
     t, actors, hosts = sizes["unroll_length"], sizes["num_actors"], sizes["learner_hosts"]
-    observation_bytes = (int(np.prod(observation_shape, dtype=np.int64))
-                         * np.dtype(observation_dtype).itemsize)
-    column = ((t + 1) * (observation_bytes + _PER_OBSERVATION_BYTES)
-              + t * (_PER_TRANSITION_BYTES + 4 * int(num_actions)) + _PER_COLUMN_BYTES)
+    observation_bytes = (
+        int(np.prod(observation_shape, dtype=np.int64)) * np.dtype(observation_dtype).itemsize
+    )
+    column = (
+        (t + 1) * (observation_bytes + _PER_OBSERVATION_BYTES)
+        + t * (_PER_TRANSITION_BYTES + 4 * int(num_actions))
+        + _PER_COLUMN_BYTES
+    )
     return MemoryEstimate(
         column_bytes=column,
         held_unrolls=2 * actors + sizes["queue_capacity"] * hosts,
         batch_columns=sizes["batch_size"],
         # The local launcher: one process, actors as threads. Ray: one per actor and learner host.
         processes=1 if sizes["local"] else actors + hosts,
-        unroll_bytes=column * sizes["envs_per_actor"], xla_learners=sizes["xla_learners"])
+        unroll_bytes=column * sizes["envs_per_actor"],
+        xla_learners=sizes["xla_learners"],
+    )
 
 
 def available_memory() -> tuple[int, str] | None:
@@ -155,8 +171,14 @@ def available_memory() -> tuple[int, str] | None:
     return max(0, available), where
 
 
-def check_memory(config: TrainConfig, observation_shape: Sequence[int], observation_dtype,
-                 num_actions: int, *, available: tuple[int, str] | None = None) -> MemoryEstimate:
+def check_memory(
+    config: TrainConfig,
+    observation_shape: Sequence[int],
+    observation_dtype,
+    num_actions: int,
+    *,
+    available: tuple[int, str] | None = None,
+) -> MemoryEstimate:
     """ValueError naming the setting to lower if the estimate exceeds `available`
     (default: `available_memory()`; nothing is checked where that is unknown)."""
     estimate = estimate_memory(config, observation_shape, observation_dtype, num_actions)
@@ -168,15 +190,26 @@ def check_memory(config: TrainConfig, observation_shape: Sequence[int], observat
     without_xla = estimate.total_bytes - estimate.xla_learners * XLA_LEARNER_BYTES
     if estimate.xla_learners and without_xla <= have:  # XLA's compiler is what does not fit
         raise ValueError(
-            f"bad learner_xla {config.learner.xla}: XLA's compiler needs ~{_gib(XLA_LEARNER_BYTES)} "
-            f"more in the learner, the run ~{_gib(estimate.total_bytes)} in all, but {where} "
-            f"{_gib(have)} available; use --no-learner-xla")
+            f"bad learner_xla {config.learner.xla}: XLA's compiler needs "
+            f"~{_gib(XLA_LEARNER_BYTES)} more in the learner, the run "
+            f"~{_gib(estimate.total_bytes)} in all, but {where} {_gib(have)} available; "
+            "use --no-learner-xla"
+        )
     sizes = _sizes(config)
     key = _culprit(sizes)
-    most = _largest_fitting(sizes, key, lambda changed: _estimate(
-        changed, observation_shape, observation_dtype, num_actions).total_bytes <= have)
-    allowed = (f"with the other settings as they are, {key} can be at most {most}" if most
-               else f"even {key} 1 does not fit with the other settings as they are")
+    most = _largest_fitting(
+        sizes,
+        key,
+        lambda changed: (
+            _estimate(changed, observation_shape, observation_dtype, num_actions).total_bytes
+            <= have
+        ),
+    )
+    allowed = (
+        f"with the other settings as they are, {key} can be at most {most}"
+        if most
+        else f"even {key} 1 does not fit with the other settings as they are"
+    )
     others = ", ".join(other for other in _SIZE_KEYS if other != key)
     obs = f"{list(observation_shape)} {np.dtype(observation_dtype).name}"
     raise ValueError(
@@ -185,7 +218,8 @@ def check_memory(config: TrainConfig, observation_shape: Sequence[int], observat
         f"{sizes['unroll_length'] + 1} {obs} observations held by {sizes['num_actors']} actors "
         f"and the learner's queue, and a batch of {sizes['batch_size']}) and "
         f"{estimate.processes} process(es) ~{_gib(estimate.process_bytes)}, but "
-        f"{where} {_gib(have)} available; {allowed}, or lower one of {others}")
+        f"{where} {_gib(have)} available; {allowed}, or lower one of {others}"
+    )
 
 
 # What the memory refusal names: the setting furthest above its default (sizes scale linearly
@@ -198,8 +232,9 @@ def _culprit(sizes: Mapping[str, int]) -> str:
     return max(_SIZE_KEYS, key=lambda key: sizes[key] / defaults.get(key))
 
 
-def _largest_fitting(sizes: Mapping[str, int], key: str,
-                     fits: Callable[[Mapping[str, int]], bool]) -> int:
+def _largest_fitting(
+    sizes: Mapping[str, int], key: str, fits: Callable[[Mapping[str, int]], bool]
+) -> int:
     """The largest value of `key` below its current one with which `fits` holds; 0 if none
     (each size only adds memory, so a binary search finds it)."""
     low, high = 0, sizes[key] - 1
@@ -284,10 +319,13 @@ def _cgroup1_available(directory: str) -> int | None:
 
 def _read_stat(path: str) -> dict[str, int]:
     with open(path) as stat:
-        return {name: int(value) for name, value in (line.split()[:2] for line in stat if line.strip())}
+        return {
+            name: int(value) for name, value in (line.split()[:2] for line in stat if line.strip())
+        }
 
 
 # --- devices ---------------------------------------------------------------------------
+
 
 def local_gpu_count(environ: Mapping[str, str] = os.environ) -> int | None:
     """GPUs TensorFlow could see on this machine, at most; None where that cannot be told.
@@ -358,9 +396,13 @@ def local_tpu_present() -> bool:
     return False
 
 
-def check_devices(config: TrainConfig, *, environ: Mapping[str, str] = os.environ,
-                  gpu_count: Callable[[], int | None] | None = None,
-                  tpu_present: Callable[[], bool] = local_tpu_present) -> None:
+def check_devices(
+    config: TrainConfig,
+    *,
+    environ: Mapping[str, str] = os.environ,
+    gpu_count: Callable[[], int | None] | None = None,
+    tpu_present: Callable[[], bool] = local_tpu_present,
+) -> None:
     """ValueError if the learner's devices are not on this machine (embedded Ray or local).
 
     "gpu"/"gpu:N": refused if fewer GPUs than asked (N per learner host, 1 for "gpu") are
@@ -376,16 +418,21 @@ def check_devices(config: TrainConfig, *, environ: Mapping[str, str] = os.enviro
         asked = (spec.count or 1) * hosts
         have = (gpu_count or (lambda: local_gpu_count(environ)))()
         if have is not None and asked > have:
-            hidden = (f" visible (CUDA_VISIBLE_DEVICES={environ['CUDA_VISIBLE_DEVICES']!r})"
-                      if _cuda_hides_all(environ) else "")
+            hidden = (
+                f" visible (CUDA_VISIBLE_DEVICES={environ['CUDA_VISIBLE_DEVICES']!r})"
+                if _cuda_hides_all(environ)
+                else ""
+            )
             per_host = have // hosts
-            raise ValueError(f"bad learner_devices {devices!r}: the learner asks for {asked} GPU(s) "
-                             f"and this machine has {have}{hidden}; use --learner-devices cpu or "
-                             "auto" + (f", or gpu:{per_host}" if per_host else ""))
+            raise ValueError(
+                f"bad learner_devices {devices!r}: the learner asks for {asked} GPU(s) "
+                f"and this machine has {have}{hidden}; use --learner-devices cpu or "
+                "auto" + (f", or gpu:{per_host}" if per_host else "")
+            )
     elif spec.kind == "tpu" and tpu_resolver_args(spec, environ)["tpu"] == "local":
         if not tpu_present():
             raise ValueError(
                 f"bad learner_devices {devices!r}: this machine has no TPU (no /dev/accel* device, "
                 "no Google device under /dev/vfio) and TPU_NAME is not set; use tpu:NAME for a "
-                "TPU reached over the network, or --learner-devices cpu, gpu or auto")
-
+                "TPU reached over the network, or --learner-devices cpu, gpu or auto"
+            )

@@ -1,4 +1,5 @@
-"""What `--resume LOGDIR` may continue: a run directory with a checkpoint, under a compatible config.
+"""What `--resume LOGDIR` may continue: a run directory with a checkpoint, under a compatible
+config.
 
 A resumed run keeps the saved config and applies only the settings given
 again, as {key: value} (the keys of `impala_rep.config`); some settings cannot
@@ -16,7 +17,8 @@ from __future__ import annotations
 
 import json
 import pathlib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from impala_rep.config import TrainConfig, config_fields
 
@@ -26,8 +28,11 @@ __all__ = ["LOCKED_KEYS", "RESUME_RULES", "load_run_config", "resumed_config", "
 # scaling: its running moments are part of the checkpoint only when it is on, and the
 # values the agent learned are in its units; PopArt, whose head and statistics are in the
 # checkpoint only when it is on; the optimizer, whose slots the checkpoint holds.
-LOCKED_KEYS = (("env",) + tuple(field.key for field in config_fields() if field.group == "agent")
-               + ("normalize_rewards", "popart", "optimizer"))
+LOCKED_KEYS = (
+    ("env",)
+    + tuple(field.key for field in config_fields() if field.group == "agent")
+    + ("normalize_rewards", "popart", "optimizer")
+)
 
 # What `--resume` does with each setting it does not simply take as given: the reference's
 # "on resume" column and `--resume`'s help.
@@ -50,19 +55,25 @@ def load_run_config(logdir: str, *, purpose: str = "resume") -> TrainConfig:
         raise ValueError(f"cannot {purpose} {logdir!r}: not a directory")
     config_file = path / "config.json"
     if not config_file.is_file():
-        raise ValueError(f"cannot {purpose} {logdir!r}: not a run directory (no config.json; "
-                         "it must be the --logdir of an earlier `impala-rep train`)")
+        raise ValueError(
+            f"cannot {purpose} {logdir!r}: not a run directory (no config.json; "
+            "it must be the --logdir of an earlier `impala-rep train`)"
+        )
     if not (path / _CHECKPOINT_INDEX).is_file():
         advice = "; start a new run instead" if purpose == "resume" else ""
-        raise ValueError(f"cannot {purpose} {logdir!r}: it holds no checkpoint (the run stopped "
-                         f"before its first one){advice}")
+        raise ValueError(
+            f"cannot {purpose} {logdir!r}: it holds no checkpoint (the run stopped "
+            f"before its first one){advice}"
+        )
     try:
         data = json.loads(config_file.read_text())
         if not isinstance(data, dict):
             raise ValueError(f"expected a JSON object, got {type(data).__name__}")
         saved = TrainConfig.from_json(data)
     except (ValueError, TypeError) as err:  # JSONDecodeError is a ValueError
-        raise ValueError(f"cannot {purpose} {logdir!r}: its config.json is not readable ({err})") from None
+        raise ValueError(
+            f"cannot {purpose} {logdir!r}: its config.json is not readable ({err})"
+        ) from None
     return saved.replace({"logdir": str(logdir)})
 
 
@@ -87,7 +98,8 @@ def resumed_config(saved: TrainConfig, changes: Mapping[str, Any]) -> TrainConfi
         if key in changes and changes[key] != saved.get(key):
             raise ValueError(
                 f"cannot resume with {key} {changes[key]!r}: the checkpoint was trained with "
-                f"{key} {saved.get(key)!r}, and {', '.join(LOCKED_KEYS)} cannot change on resume")
+                f"{key} {saved.get(key)!r}, and {', '.join(LOCKED_KEYS)} cannot change on resume"
+            )
     # RND's networks are in the checkpoint only when it is on; its weight may change. None
     # (auto) on resume keeps the run's own.
     if changes.get("rnd_cost", 0) is None:
@@ -96,11 +108,14 @@ def resumed_config(saved: TrainConfig, changes: Mapping[str, Any]) -> TrainConfi
         raise ValueError(
             f"cannot resume with rnd_cost {changes['rnd_cost']!r}: the checkpoint was trained with "
             f"rnd_cost {saved.get('rnd_cost')!r}, and the novelty bonus cannot be turned on or off "
-            "on resume (its weight may change)")
+            "on resume (its weight may change)"
+        )
     # XLA is a compile choice the checkpoint does not depend on, and it takes one device: a
     # resume onto other learner devices or hosts decides it again (auto) unless it is given.
-    moved = any(key in changes and changes[key] != saved.get(key)
-                for key in ("learner_devices", "learner_hosts"))
+    moved = any(
+        key in changes and changes[key] != saved.get(key)
+        for key in ("learner_devices", "learner_hosts")
+    )
     if moved and "learner_xla" not in changes:
         changes = {**changes, "learner_xla": None}
     return saved.replace(changes)

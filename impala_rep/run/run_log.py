@@ -1,4 +1,5 @@
-"""What a run leaves in its logdir: config.json, metrics.jsonl, events.jsonl and TensorBoard events."""
+"""What a run leaves in its logdir: config.json, metrics.jsonl, events.jsonl and TensorBoard
+events."""
 
 from __future__ import annotations
 
@@ -51,8 +52,9 @@ class RunLog:
         directory.mkdir(exist_ok=True)
         name = f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}"
         self._writer = RecordWriter(open(directory / name, "wb"))
-        self._writer.write(event_pb2.Event(wall_time=time.time(),
-                                           file_version="brain.Event:2").SerializeToString())
+        self._writer.write(
+            event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2").SerializeToString()
+        )
 
     def write(self, record: dict[str, Any]) -> None:
         """One metrics.jsonl line; every number but `frames` as a TensorBoard scalar at step
@@ -60,12 +62,18 @@ class RunLog:
         from tensorboard.compat.proto import event_pb2, summary_pb2
 
         self._jsonl.write(json.dumps({k: _finite_or_none(v) for k, v in record.items()}) + "\n")
-        values = [summary_pb2.Summary.Value(tag=key, simple_value=float(value))
-                  for key, value in record.items()
-                  if key != "frames" and isinstance(value, (int, float))]
-        self._writer.write(event_pb2.Event(wall_time=time.time(), step=int(record["frames"]),
-                                           summary=summary_pb2.Summary(value=values)
-                                           ).SerializeToString())
+        values = [
+            summary_pb2.Summary.Value(tag=key, simple_value=float(value))
+            for key, value in record.items()
+            if key != "frames" and isinstance(value, (int, float))
+        ]
+        self._writer.write(
+            event_pb2.Event(
+                wall_time=time.time(),
+                step=int(record["frames"]),
+                summary=summary_pb2.Summary(value=values),
+            ).SerializeToString()
+        )
         self._writer.flush()  # a report every few seconds: TensorBoard shows a run as it goes
 
     def event(self, record: dict[str, Any]) -> None:

@@ -15,7 +15,8 @@ import os
 import signal
 import sys
 import threading
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
 __all__ = ["StopSignals", "exit_code", "exit_on_signals"]
 
@@ -52,7 +53,7 @@ class StopSignals:
         self._previous: dict[int, object] = {}
         self.received: int | None = None
 
-    def __enter__(self) -> "StopSignals":
+    def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
             for signum in _HANDLED:
                 self._previous[signum] = signal.signal(signum, self._handle)
@@ -67,11 +68,18 @@ class StopSignals:
         name = signal.Signals(signum).name
         if self.received is None:
             self.received = signum
-            print(f"\nimpala-rep: {name} received: stopping after the current step, saving a "
-                  "checkpoint (send it again to exit at once)", file=self._out, flush=True)
+            print(
+                f"\nimpala-rep: {name} received: stopping after the current step, saving a "
+                "checkpoint (send it again to exit at once)",
+                file=self._out,
+                flush=True,
+            )
             return
-        print(f"\nimpala-rep: second {name}: exiting now without a checkpoint", file=sys.stderr,
-              flush=True)
+        print(
+            f"\nimpala-rep: second {name}: exiting now without a checkpoint",
+            file=sys.stderr,
+            flush=True,
+        )
         try:
             self._on_second()
         finally:

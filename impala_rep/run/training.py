@@ -20,22 +20,28 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Callable, TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
 from impala_rep.config import TrainConfig
-from impala_rep.run.errors import (LearnerLost, SetupError, TrainingFailed, TrainingInterrupted)
-from impala_rep.run.ray_setup import prepare_ray_import
+from impala_rep.run.errors import LearnerLost, SetupError, TrainingFailed, TrainingInterrupted
 from impala_rep.run.monitor import Monitor, TrainResult
 from impala_rep.run.prepare import RunPlan, prepare
+from impala_rep.run.ray_setup import prepare_ray_import
 from impala_rep.run.shutdown import StopSignals
 from impala_rep.run.supervisor import ActorCrashLoop, ActorSupervisor
 
 __all__ = ["train", "TrainResult", "SetupError", "TrainingFailed", "TrainingInterrupted"]
 
 
-def train(config: TrainConfig, *, agent: Callable[[], Any] | None = None,
-          loss: Callable[..., Any] | None = None, out: TextIO | None = None,
-          resume: bool = False) -> TrainResult:
+def train(
+    config: TrainConfig,
+    *,
+    agent: Callable[[], Any] | None = None,
+    loss: Callable[..., Any] | None = None,
+    out: TextIO | None = None,
+    resume: bool = False,
+) -> TrainResult:
     """Trains `config.run.total_frames` env frames with IMPALA and returns the run's summary.
 
     Args:
@@ -104,10 +110,14 @@ def _drive(launcher, monitor: Monitor, signals: StopSignals, plan: RunPlan) -> s
     # The actors start while the learner builds (each waits for its first weights), so
     # their start-up overlaps the learner's; their seeds mix in the step the run resumes
     # from, which the driver reads from the checkpoint index (`RunPlan.start_step`).
-    actors = ActorSupervisor(fleet=launcher.fleet, num_actors=config.actors.num_actors,
-                             seed=config.run.seed, start_step=plan.start_step,
-                             max_failures=config.actors.max_actor_failures,
-                             timeout_s=config.actors.actor_timeout_s)
+    actors = ActorSupervisor(
+        fleet=launcher.fleet,
+        num_actors=config.actors.num_actors,
+        seed=config.run.seed,
+        start_step=plan.start_step,
+        max_failures=config.actors.max_actor_failures,
+        timeout_s=config.actors.actor_timeout_s,
+    )
     first = launcher.wait_started()
     actors.learner_ready()
     placement = launcher.placement()  # may fail (TrainingFailed): nothing is written yet

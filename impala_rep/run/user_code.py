@@ -26,7 +26,8 @@ import inspect
 import os
 import pathlib
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from impala_rep.code_spec import CODE_SPEC_FORMS, parse_code_spec
 
@@ -45,14 +46,19 @@ def _import(module: str, *, spec: str, what: str):
     try:
         imported = importlib.import_module(module)
     except ModuleNotFoundError as err:
-        raise ValueError(f"bad {what} {spec!r}: no module named {err.name!r} (the current "
-                         f"directory and sys.path were searched); expected {CODE_SPEC_FORMS[what]}") from None
+        raise ValueError(
+            f"bad {what} {spec!r}: no module named {err.name!r} (the current "
+            f"directory and sys.path were searched); expected {CODE_SPEC_FORMS[what]}"
+        ) from None
     except Exception as err:  # the user's module raised while importing: say so, on one line
-        raise ValueError(f"bad {what} {spec!r}: importing {module!r} raised "
-                         f"{type(err).__name__}: {err}") from None
+        raise ValueError(
+            f"bad {what} {spec!r}: importing {module!r} raised {type(err).__name__}: {err}"
+        ) from None
     _register_new_modules(before, pathlib.Path(cwd))
     file = getattr(imported, "__file__", None)
-    own = file is not None and pathlib.Path(file).resolve().is_relative_to(pathlib.Path.cwd().resolve())
+    own = file is not None and pathlib.Path(file).resolve().is_relative_to(
+        pathlib.Path.cwd().resolve()
+    )
     return imported, own
 
 
@@ -69,9 +75,14 @@ def _register_new_modules(before: set[str], directory: pathlib.Path) -> None:
     package imported earlier (this one, in an editable install) are sent by value.
     """
     directory = directory.resolve()
-    own = [sys.modules[name] for name in sorted(set(sys.modules) - before)
-           if sys.modules.get(name) is not None and (top := name.partition(".")[0]) not in before
-           and top in sys.modules and _found_in(sys.modules[top], directory)]
+    own = [
+        sys.modules[name]
+        for name in sorted(set(sys.modules) - before)
+        if sys.modules.get(name) is not None
+        and (top := name.partition(".")[0]) not in before
+        and top in sys.modules
+        and _found_in(sys.modules[top], directory)
+    ]
     if own:
         import ray.cloudpickle
 
@@ -84,24 +95,38 @@ def _found_in(module, directory: pathlib.Path) -> bool:
     `directory/NAME/` (a compiled extension cannot travel by value)."""
     name, file = module.__name__, getattr(module, "__file__", None)
     if file is not None:
-        return pathlib.Path(file).resolve() in (directory / f"{name}.py", directory / name / "__init__.py")
-    return any(pathlib.Path(location).resolve() == directory / name  # a namespace package
-               for location in getattr(module, "__path__", ()))
+        return pathlib.Path(file).resolve() in (
+            directory / f"{name}.py",
+            directory / name / "__init__.py",
+        )
+    return any(
+        pathlib.Path(location).resolve() == directory / name  # a namespace package
+        for location in getattr(module, "__path__", ())
+    )
 
 
 def _import_file(path: pathlib.Path, *, spec: str, what: str):
     if not path.is_file():
-        raise ValueError(f"bad {what} {spec!r}: no file {str(path)!r}; expected {CODE_SPEC_FORMS[what]}")
+        raise ValueError(
+            f"bad {what} {spec!r}: no file {str(path)!r}; expected {CODE_SPEC_FORMS[what]}"
+        )
     name = path.stem
     if not name.isidentifier():
-        raise ValueError(f"bad {what} {spec!r}: {path.name!r} is not a valid module file name "
-                         "(letters, digits and underscores)")
+        raise ValueError(
+            f"bad {what} {spec!r}: {path.name!r} is not a valid module file name "
+            "(letters, digits and underscores)"
+        )
     existing = sys.modules.get(name)
     if existing is not None:
-        if getattr(existing, "__file__", None) and pathlib.Path(existing.__file__).resolve() == path.resolve():
+        if (
+            getattr(existing, "__file__", None)
+            and pathlib.Path(existing.__file__).resolve() == path.resolve()
+        ):
             return existing
-        raise ValueError(f"bad {what} {spec!r}: a different module named {name!r} is already "
-                         "imported; rename the file")
+        raise ValueError(
+            f"bad {what} {spec!r}: a different module named {name!r} is already "
+            "imported; rename the file"
+        )
     module_spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(module_spec)
     directory = path.resolve().parent
@@ -114,8 +139,9 @@ def _import_file(path: pathlib.Path, *, spec: str, what: str):
         module_spec.loader.exec_module(module)
     except Exception as err:
         del sys.modules[name]
-        raise ValueError(f"bad {what} {spec!r}: importing {str(path)!r} raised "
-                         f"{type(err).__name__}: {err}") from None
+        raise ValueError(
+            f"bad {what} {spec!r}: importing {str(path)!r} raised {type(err).__name__}: {err}"
+        ) from None
     finally:
         if str(directory) in sys.path:  # unless the module took it off itself
             sys.path.remove(str(directory))
@@ -144,7 +170,9 @@ def load(spec: str, *, what: str) -> Callable[..., Any]:
     return value
 
 
-def agent_builder(spec: str, *, observation_shape: Sequence[int], num_actions: int) -> Callable[[], Any]:
+def agent_builder(
+    spec: str, *, observation_shape: Sequence[int], num_actions: int
+) -> Callable[[], Any]:
     """The zero-argument agent builder `train` wants, from an `--agent module:factory` spec.
 
     The factory is called as `factory(observation_shape=(...), num_actions=A)` and
@@ -156,21 +184,31 @@ def agent_builder(spec: str, *, observation_shape: Sequence[int], num_actions: i
     try:
         inspect.signature(factory).bind(observation_shape=shape, num_actions=actions)
     except TypeError:
-        raise ValueError(f"bad agent {spec!r}: the factory must accept the keyword arguments "
-                         "observation_shape and num_actions") from None
+        raise ValueError(
+            f"bad agent {spec!r}: the factory must accept the keyword arguments "
+            "observation_shape and num_actions"
+        ) from None
     except ValueError:  # no signature to inspect (some builtins): let the call decide
         pass
     return functools.partial(factory, observation_shape=shape, num_actions=actions)
 
 
-def resolve_agent_and_loss(*, agent_spec: str | None, loss_spec: str | None,
-                           agent: Callable[[], Any] | None, loss: Callable[..., Any] | None,
-                           observation_shape: Sequence[int], num_actions: int):
+def resolve_agent_and_loss(
+    *,
+    agent_spec: str | None,
+    loss_spec: str | None,
+    agent: Callable[[], Any] | None,
+    loss: Callable[..., Any] | None,
+    observation_shape: Sequence[int],
+    num_actions: int,
+):
     """`(agent builder or None, loss function or None)` from specs or objects, not both."""
     if agent_spec is not None:
         if agent is not None:
             raise ValueError(f"bad agent {agent_spec!r}: train() also got agent=; give one of them")
-        agent = agent_builder(agent_spec, observation_shape=observation_shape, num_actions=num_actions)
+        agent = agent_builder(
+            agent_spec, observation_shape=observation_shape, num_actions=num_actions
+        )
     if loss_spec is not None:
         if loss is not None:
             raise ValueError(f"bad loss {loss_spec!r}: train() also got loss=; give one of them")
