@@ -37,7 +37,8 @@ import collections
 import threading
 import time
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -83,14 +84,31 @@ class LearnerService:
         same frames per step, so the frames are `hosts` times this host's, and the
         episodes are summed over the hosts (through `sync`). A resumed host starts
         from an equal share of both (the chief takes what does not divide).
+      clock: seconds on a monotonic clock (checkpoint timing, actor silence, busy time);
+        injected so that tests step time instead of sleeping.
     """
 
-    def __init__(self, *, learner, batch_size: int, total_frames: int, queue_capacity: int,
-                 publish: Callable[[list[np.ndarray]], Any] | None = lambda weights: weights,
-                 checkpoint=None, checkpoint_every_s: float = 600.0, resume: bool = False,
-                 sync=None, host: int = 0, hosts: int = 1, frames_per_step: int | None = None,
-                 passes: int = 1, target_kl: float | None = None, reward_scale=None):
-        self._learner = learner
+    def __init__(
+        self,
+        *,
+        learner,
+        batch_size: int,
+        total_frames: int,
+        queue_capacity: int,
+        publish: Callable[[list[np.ndarray]], Any] | None = lambda weights: weights,
+        checkpoint=None,
+        checkpoint_every_s: float = 600.0,
+        resume: bool = False,
+        sync=None,
+        host: int = 0,
+        hosts: int = 1,
+        frames_per_step: int | None = None,
+        passes: int = 1,
+        target_kl: float | None = None,
+        reward_scale=None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self._learner, self._clock = learner, clock
         self._target_kl = target_kl
         self._reward_scale = reward_scale
         self._passes = passes
@@ -105,8 +123,8 @@ class LearnerService:
         self._lock = threading.Lock()
         self._new_returns: list[float] = []
         self._recent_returns: collections.deque = collections.deque(maxlen=RETURN_WINDOW)
-        self._base_frames = 0      # consumed before this service started (resume)
-        self._frames_trained = 0   # by this service (taken, not staged nor skipped)
+        self._base_frames = 0  # consumed before this service started (resume)
+        self._frames_trained = 0  # by this service (taken, not staged nor skipped)
         self._episodes = 0
         self._metrics: dict[str, float] = {}
         self._policy_lag: tuple[float, float] | None = None  # (mean, max) of the last step
@@ -115,7 +133,7 @@ class LearnerService:
         self._error: str | None = None
         self._non_finite: str | None = None
         self._last_checkpoint: tuple[str, int] | None = None  # (path, learner step)
-        self._last_heard: dict[int, float] = {}   # actor slot -> when it last sent (monotonic)
+        self._last_heard: dict[int, float] = {}  # actor slot -> when it last sent (monotonic)
         self._waiting: collections.Counter = collections.Counter()  # slot -> sends in enqueue
         self.restored_from: str | None = None
         if resume:
@@ -127,7 +145,9 @@ class LearnerService:
             # Every host of a group consumes the same frames per step, so each resumes
             # from an equal share (and all reach `total_frames` at the same step).
             self._base_frames = counters.frames // hosts
-            self._episodes = counters.episodes // hosts + (counters.episodes % hosts if host == 0 else 0)
+            self._episodes = counters.episodes // hosts + (
+                counters.episodes % hosts if host == 0 else 0
+            )
             self._recent_returns.extend(counters.recent_returns)
             if reward_scale is not None and counters.return_moments is not None:
                 reward_scale.restore(counters.return_moments)
@@ -147,13 +167,14 @@ class LearnerService:
         # weights of the last step that ended after a reply: usually one batch older (the
         # policy lag shows it).
         self._handed_out = False
-        self._last_save_time = time.monotonic()
+        self._last_save_time = self._clock()
         self._thread = threading.Thread(target=self._train_loop, name="learner", daemon=True)
         self._thread.start()
 
     # --- called by actors -----------------------------------------------------------
-    def enqueue(self, unroll: Unroll, stats: EpisodeStats | None = None, *,
-                sender: int | None = None) -> tuple[bool, int, list]:
+    def enqueue(
+        self, unroll: Unroll, stats: EpisodeStats | None = None, *, sender: int | None = None
+    ) -> tuple[bool, int, list]:
         """Queues one unroll (blocking while full); replies (stop, version, [weights]).
 
         `sender`: the actor's slot, so the driver can tell a hung actor from one that
@@ -179,13 +200,15 @@ class LearnerService:
     def _heard(self, sender: int | None, waiting: int) -> None:
         if sender is not None:
             with self._lock:
-                self._last_heard[sender] = time.monotonic()
+                self._last_heard[sender] = self._clock()
                 self._waiting[sender] += waiting
 
     def _actor_silence_s(self) -> dict[int, float]:
-        now = time.monotonic()
-        return {slot: 0.0 if self._waiting[slot] else now - heard
-                for slot, heard in self._last_heard.items()}
+        now = self._clock()
+        return {
+            slot: 0.0 if self._waiting[slot] else now - heard
+            for slot, heard in self._last_heard.items()
+        }
 
     # --- called by the driver -------------------------------------------------------
     def report(self) -> LearnerReport:
@@ -201,7 +224,7 @@ class LearnerService:
             # would otherwise land whole in one report and exceed 100%).
             busy_s = self._busy_s
             if self._step_started is not None:
-                busy_s += time.monotonic() - self._step_started
+                busy_s += self._clock() - self._step_started
             last_checkpoint = self._last_checkpoint
             actor_silence_s = self._actor_silence_s()
             trained = self._frames_trained
@@ -281,18 +304,22 @@ class LearnerService:
         if self._sync is not None:  # every host saves at the same step: the group's total
             episodes = self._sync.total(episodes)
         with self._lock:
-            counters = RunCounters(frames=self._hosts * self._frames_consumed(),
-                                   episodes=episodes,
-                                   recent_returns=tuple(self._recent_returns),
-                                   return_moments=self._trained_moments)
+            counters = RunCounters(
+                frames=self._hosts * self._frames_consumed(),
+                episodes=episodes,
+                recent_returns=tuple(self._recent_returns),
+                return_moments=self._trained_moments,
+            )
         path = self._checkpoint.save(counters)
         with self._lock:
             self._last_checkpoint = (path, self._learner.num_steps)
-        self._last_save_time = time.monotonic()
+        self._last_save_time = self._clock()
 
     def _checkpoint_due(self) -> bool:
-        return (self._checkpoint is not None
-                and time.monotonic() - self._last_save_time >= self._checkpoint_every_s)
+        return (
+            self._checkpoint is not None
+            and self._clock() - self._last_save_time >= self._checkpoint_every_s
+        )
 
     def _train_loop(self) -> None:
         # Here, not at the top: the driver imports this module (RETURN_WINDOW), and these
@@ -303,15 +330,20 @@ class LearnerService:
         batches = None
         try:
             # The next batch is taken and prepared while this thread runs the step before it.
-            batches = StagedBatches(queue=self._queue, batch_size=self._batch_size,
-                                    frames=self._total_frames - self._base_frames,
-                                    learner=self._learner, reward_scale=self._reward_scale,
-                                    sync=self._sync)
+            batches = StagedBatches(
+                queue=self._queue,
+                batch_size=self._batch_size,
+                frames=self._total_frames - self._base_frames,
+                learner=self._learner,
+                reward_scale=self._reward_scale,
+                sync=self._sync,
+            )
             # A host of a group leaves only through the agreement below, never on its own
             # stop flag: one that left here would leave its peers waiting in `agree`
             # forever (seen: a SIGTERM to a 2-host run stopped only one host).
-            while (self._frames_consumed() < self._total_frames
-                   and (self._sync is not None or not self._done.is_set())):
+            while self._frames_consumed() < self._total_frames and (
+                self._sync is not None or not self._done.is_set()
+            ):
                 try:
                     taken = batches.get()
                 except Exception:
@@ -322,8 +354,10 @@ class LearnerService:
                     # Every host takes this decision together, so none of them is left
                     # waiting in a collective of a step the others will not run. A batch
                     # not trained on stays counted as queued.
-                    go, save = self._sync.agree(ready=taken is not None and not self._done.is_set(),
-                                                checkpoint=self._checkpoint_due())
+                    go, save = self._sync.agree(
+                        ready=taken is not None and not self._done.is_set(),
+                        checkpoint=self._checkpoint_due(),
+                    )
                     if not go:
                         break
                 if taken is None:
@@ -332,14 +366,15 @@ class LearnerService:
                     taken = batches.scaled(taken)
                 batch, stats = taken.batch, taken.stats
                 with self._lock:
-                    self._step_started = time.monotonic()
+                    self._step_started = self._clock()
                 try:
                     # Sample reuse: every host runs the same passes (a target KL stops all
                     # of them at the same pass: they share the reduced `kl`), so the group's
                     # collectives stay in step without another agreement. The policy lag
                     # is the actors' (at the first pass), not that of the earlier passes.
-                    metrics = self._learner.step(taken.prepared, passes=self._passes,
-                                                 target_kl=self._target_kl)
+                    metrics = self._learner.step(
+                        taken.prepared, passes=self._passes, target_kl=self._target_kl
+                    )
                 except NonFiniteError as err:
                     # The weights were left alone; keep the last good checkpoint.
                     self._non_finite = str(err)
@@ -355,7 +390,7 @@ class LearnerService:
                     metrics["reward_scale"] = taken.scale
                 returns = [float(r) for s in stats if s is not None for r in np.asarray(s.returns)]
                 with self._lock:
-                    self._busy_s += time.monotonic() - self._step_started
+                    self._busy_s += self._clock() - self._step_started
                     self._step_started = None
                     self._frames_trained += batch.num_frames
                     if taken.moments is not None:

@@ -7,7 +7,8 @@ idle: ~14% of the CartPole learner thread in py-spy. The IMPALA learner (Espehol
 al. 2018) overlaps them with a staging area, TorchBeast with batching threads; here a
 `BatchStager` thread does the host part of batch N+1 while the training thread runs
 the update on batch N (the compiled call releases the GIL). One batch is staged at a
-time, so the policy lag grows by at most one batch.
+time: the stager takes batch N+1 only once the step has taken batch N, so the policy lag
+grows by at most one batch.
 
 `device_batch` is the part of an `Unroll` that goes to the devices; `Learner.prepare`
 stages it (`StagedBatch`), and `Learner.step` takes either. `StagedBatches` is what
@@ -18,7 +19,8 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -34,7 +36,7 @@ __all__ = ["BatchStager", "Staged", "StagedBatch", "StagedBatches", "device_batc
 class StagedBatch(NamedTuple):
     """A batch made ready for `Learner.step` by `Learner.prepare`."""
 
-    inputs: StagedInputs        # the device part, checked, packed and converted
+    inputs: StagedInputs  # the device part, checked, packed and converted
     policy_version: np.ndarray  # [B] int64: kept on the host (policy lag)
 
 
@@ -50,7 +52,8 @@ def device_batch(batch: Unroll) -> dict[str, Any]:
     # [B, ...] -> [1, B, ...] so that Replicator.run's single batch_axis=1 also splits
     # the recurrent state by column; `()` (feed-forward agents) has no leaves.
     device["initial_state"] = tf.nest.map_structure(
-        lambda x: np.expand_dims(np.asarray(x), 0), batch.initial_state)
+        lambda x: np.expand_dims(np.asarray(x), 0), batch.initial_state
+    )
     return device
 
 
@@ -73,7 +76,11 @@ class BatchStager:
 
     def __init__(self, *, take: Callable[[], Any], prepare: Callable[[Any], Any]):
         self._take, self._prepare = take, prepare
-        self._ready: queue.Queue = queue.Queue(maxsize=1)  # one batch staged at a time
+        # One item in the stager's hands at a time, taken or prepared: the thread takes the
+        # next only once `get` has handed the last one out, so the batch a step trains on
+        # was taken at most one step before (the policy lag grows by at most one batch).
+        self._free = threading.Semaphore(1)
+        self._ready: queue.SimpleQueue = queue.SimpleQueue()
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._run, name="learner-stager", daemon=True)
         self._thread.start()
@@ -81,6 +88,7 @@ class BatchStager:
     def get(self) -> Any:
         """The next prepared item (blocking until the stager has it), or None: no more."""
         item = self._ready.get()
+        self._free.release()
         if isinstance(item, _Failed):
             raise item.error
         return item
@@ -89,31 +97,22 @@ class BatchStager:
         """Stops the thread after its current `take` returns (make `take` return, e.g. by
         closing its queue, for a prompt stop); a staged item is dropped."""
         self._closed.set()
-        while True:  # unblock a `put` of the thread
-            try:
-                self._ready.get_nowait()
-            except queue.Empty:
-                break
+        self._free.release()  # wakes the thread if it waits for `get`
         self._thread.join(timeout_s)
 
     def _run(self) -> None:
         try:
-            while not self._closed.is_set():
+            while True:
+                self._free.acquire()
+                if self._closed.is_set():
+                    return
                 taken = self._take()
                 item = None if taken is None else self._prepare(taken)
-                self._put(item)
+                self._ready.put(item)
                 if item is None:
                     return
         except BaseException as error:  # surfaced by `get`, in the training thread
-            self._put(_Failed(error))
-
-    def _put(self, item: Any) -> None:
-        while not self._closed.is_set():
-            try:
-                self._ready.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
+            self._ready.put(_Failed(error))
 
 
 class Staged(NamedTuple):
@@ -155,8 +154,9 @@ class StagedBatches:
     def scaled(self, staged: Staged) -> Staged:
         """For a host of a group: every host merges every host's moments in host order, so all
         of them divide their shares by the same scale (a collective: all hosts call it)."""
-        return self._scaled(staged.batch, staged.stats,
-                            self._sync.gather(RewardScale.combine(staged.stats)))
+        return self._scaled(
+            staged.batch, staged.stats, self._sync.gather(RewardScale.combine(staged.stats))
+        )
 
     def close(self) -> None:
         """Ends the stager (close the queue first, so that a waiting take returns)."""
@@ -184,5 +184,10 @@ class StagedBatches:
         for part in moments:
             self._reward_scale.update_moments(part)
         batch = self._reward_scale.apply(batch)
-        return Staged(batch, stats, self._learner.prepare(batch), self._reward_scale.scale,
-                      self._reward_scale.state)
+        return Staged(
+            batch,
+            stats,
+            self._learner.prepare(batch),
+            self._reward_scale.scale,
+            self._reward_scale.state,
+        )

@@ -9,8 +9,8 @@ from random_unrolls import random_unroll
 
 from impala_rep import Replicator
 from impala_rep.agent import MLPAgent
-from impala_rep.learner.checkpointing import RunCheckpoint
 from impala_rep.config import OptimizerConfig
+from impala_rep.learner.checkpointing import RunCheckpoint
 from impala_rep.learner.learner import Learner
 from impala_rep.learner.service import LearnerService
 from impala_rep.unroll import EpisodeStats
@@ -24,19 +24,40 @@ def replicator():
     return Replicator("cpu")
 
 
-def make_service(replicator, directory, *, total_steps, resume=False, checkpoint_every_s=3600.0):
-    learner = Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(8,)), replicator=replicator,
-                      total_steps=100, optimizer=OptimizerConfig(learning_rate=1e-2),
-                      observation_shape=(OBS,))
-    return LearnerService(learner=learner, batch_size=B, total_frames=total_steps * FRAMES_PER_STEP,
-                          queue_capacity=2, checkpoint=RunCheckpoint(learner=learner, directory=directory),
-                          checkpoint_every_s=checkpoint_every_s, resume=resume)
+def make_service(
+    replicator,
+    directory,
+    *,
+    total_steps,
+    resume=False,
+    checkpoint_every_s=3600.0,
+    clock=time.monotonic,
+):
+    learner = Learner(
+        agent=MLPAgent(num_actions=A, hidden_sizes=(8,)),
+        replicator=replicator,
+        total_steps=100,
+        optimizer=OptimizerConfig(learning_rate=1e-2),
+        observation_shape=(OBS,),
+    )
+    return LearnerService(
+        learner=learner,
+        batch_size=B,
+        total_frames=total_steps * FRAMES_PER_STEP,
+        queue_capacity=2,
+        checkpoint=RunCheckpoint(learner=learner, directory=directory),
+        checkpoint_every_s=checkpoint_every_s,
+        resume=resume,
+        clock=clock,
+    )
 
 
 def feed(service, seeds, returns=(1.0,)):
     for seed in seeds:
-        stop, _, _ = service.enqueue(random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=seed),
-                                     EpisodeStats(np.asarray(returns), np.ones(len(returns))))
+        stop, _, _ = service.enqueue(
+            random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=seed),
+            EpisodeStats(np.asarray(returns), np.ones(len(returns))),
+        )
         if stop:
             break
 
@@ -83,6 +104,32 @@ def test_checkpoints_are_written_while_training(replicator, tmp_path):
     assert names == ["ckpt-2.index", "ckpt-3.index", "ckpt-4.index"]  # max_to_keep 3
 
 
+class ManualClock:
+    def __init__(self):
+        self.now = 50.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_checkpoints_follow_the_clock_and_silence_is_measured_on_it(replicator, tmp_path):
+    clock = ManualClock()
+    service = make_service(
+        replicator, tmp_path, total_steps=3, checkpoint_every_s=10.0, clock=clock
+    )
+    unroll = random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=0)
+    clock.now += 10.0  # before the first step: its checkpoint is due, whenever it ends
+    service.enqueue(unroll, sender=0)
+    clock.now += 4.0
+    service.enqueue(unroll, sender=1)
+    clock.now += 3.0
+    assert service.report().actor_silence_s == {0: 7.0, 1: 3.0}
+    service.enqueue(unroll, sender=0)
+    wait_done(service)
+    # Steps 2 and 3 end at most 7 s after the first: none of them is due.
+    assert sorted(p.name for p in tmp_path.glob("ckpt-*.index")) == ["ckpt-1.index"]
+
+
 def test_non_finite_loss_stops_training_and_keeps_the_last_good_checkpoint(replicator, tmp_path):
     service = make_service(replicator, tmp_path, total_steps=10)
     feed(service, [0])
@@ -119,13 +166,23 @@ def test_weights_are_published_only_once_handed_out_and_at_the_end(replicator):
         versions.append(learner.num_steps)
         return weights
 
-    learner = Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(8,)), replicator=replicator,
-                      total_steps=100, optimizer=OptimizerConfig(learning_rate=1e-2),
-                      observation_shape=(OBS,))
-    service = LearnerService(learner=learner, batch_size=B, total_frames=4 * FRAMES_PER_STEP,
-                             queue_capacity=1, publish=publish)
-    _, handed_version, _ = service.enqueue(random_unroll(T=T, B=4 * B, obs_size=OBS, num_actions=A,
-                                                         seed=0))
+    learner = Learner(
+        agent=MLPAgent(num_actions=A, hidden_sizes=(8,)),
+        replicator=replicator,
+        total_steps=100,
+        optimizer=OptimizerConfig(learning_rate=1e-2),
+        observation_shape=(OBS,),
+    )
+    service = LearnerService(
+        learner=learner,
+        batch_size=B,
+        total_frames=4 * FRAMES_PER_STEP,
+        queue_capacity=1,
+        publish=publish,
+    )
+    _, handed_version, _ = service.enqueue(
+        random_unroll(T=T, B=4 * B, obs_size=OBS, num_actions=A, seed=0)
+    )
     wait_done(service)
     assert handed_version == 0 and versions[0] == 0
     # The one hand-out is followed by one publication within the loop; if that was after
@@ -140,15 +197,21 @@ def test_weights_are_published_only_once_handed_out_and_at_the_end(replicator):
 def test_passes_train_each_batch_that_many_times(replicator):
     """Sample reuse: with passes=3 each batch gets 3 updates, as 3 `Learner.step` calls on it
     would give, the frames are counted once and the weights published after the last pass."""
+
     def make_learner():
-        return Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(8,)), replicator=replicator,
-                       total_steps=100, optimizer=OptimizerConfig(learning_rate=1e-2),
-                       observation_shape=(OBS,))
+        return Learner(
+            agent=MLPAgent(num_actions=A, hidden_sizes=(8,)),
+            replicator=replicator,
+            total_steps=100,
+            optimizer=OptimizerConfig(learning_rate=1e-2),
+            observation_shape=(OBS,),
+        )
 
     served, twin = make_learner(), make_learner()
     twin.agent.set_weights(served.agent.get_weights())
-    service = LearnerService(learner=served, batch_size=B, total_frames=2 * FRAMES_PER_STEP,
-                             queue_capacity=2, passes=3)
+    service = LearnerService(
+        learner=served, batch_size=B, total_frames=2 * FRAMES_PER_STEP, queue_capacity=2, passes=3
+    )
     feed(service, range(2))
     wait_done(service)
     for seed in range(2):

@@ -2,6 +2,8 @@
 exactly as one given whole, the stager works one batch ahead in order, and the service
 counts a staged batch as queued until it is trained on."""
 
+import queue
+import threading
 import time
 
 import numpy as np
@@ -27,17 +29,23 @@ def replicator():
 
 
 def make_learner(replicator):
-    return Learner(agent=MLPAgent(num_actions=A, hidden_sizes=(8,)), replicator=replicator,
-                   total_steps=100, optimizer=OptimizerConfig(learning_rate=1e-2),
-                   observation_shape=(OBS,))
+    return Learner(
+        agent=MLPAgent(num_actions=A, hidden_sizes=(8,)),
+        replicator=replicator,
+        total_steps=100,
+        optimizer=OptimizerConfig(learning_rate=1e-2),
+        observation_shape=(OBS,),
+    )
 
 
 def test_staged_inputs_give_what_raw_inputs_give(replicator):
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     step = lambda batch: batch["x"] * 2.0  # noqa: E731 (one function object: one trace)
     staged = replicator.stage({"x": x}, batch_axis=1)
-    np.testing.assert_array_equal(replicator.run(step, staged, batch_axis=1)[0],
-                                  replicator.run(step, {"x": x}, batch_axis=1)[0])
+    np.testing.assert_array_equal(
+        replicator.run(step, staged, batch_axis=1)[0],
+        replicator.run(step, {"x": x}, batch_axis=1)[0],
+    )
     results, done = replicator.repeat(step, staged, times=2, batch_axis=1)
     assert done == 2
     np.testing.assert_array_equal(results[0], 2 * x)
@@ -51,31 +59,40 @@ def test_a_prepared_batch_trains_exactly_as_the_batch(replicator):
     whole, staged = make_learner(replicator), make_learner(replicator)
     staged.agent.set_weights(whole.agent.get_weights())
     for seed in range(3):
-        batch = random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=seed,
-                              policy_version=np.full(B, seed))
+        batch = random_unroll(
+            T=T, B=B, obs_size=OBS, num_actions=A, seed=seed, policy_version=np.full(B, seed)
+        )
         prepared = staged.prepare(batch)
         assert whole.step(batch, passes=2) == staged.step(prepared, passes=2)
     for a, b in zip(whole.agent.get_weights(), staged.agent.get_weights()):
         np.testing.assert_array_equal(a, b)
 
 
-def test_the_stager_prepares_the_next_item_while_the_last_one_is_used():
-    taken = []
+def test_the_stager_works_exactly_one_item_ahead_of_its_consumer():
+    """Item 1 is taken while item 0 is in use, before anyone asks for it; and no take ever
+    runs more than one item ahead of what the consumer has asked for. Both hold whatever
+    the threads' timing (the waits below end at once unless the stager is broken)."""
+    requested, ahead, prepared = 0, [], queue.SimpleQueue()
     items = iter(range(3))
 
     def take():
-        item = next(items, None)
-        taken.append(item)
-        return item
+        ahead.append(len(ahead) + 1 - requested)  # takes so far, this one included, less asks
+        return next(items, None)
 
-    stager = BatchStager(take=take, prepare=lambda item: item * 10)
-    assert stager.get() == 0
-    deadline = time.monotonic() + 10
-    while len(taken) < 2:  # item 1 is taken while item 0 is in use, before anyone asks
-        assert time.monotonic() < deadline, "the stager did not work ahead"
-        time.sleep(0.01)
-    assert len(taken) == 2  # one item staged at a time: it waits for item 1 to be used
-    assert [stager.get(), stager.get(), stager.get()] == [10, 20, None]
+    def prepare(item):
+        prepared.put(item)
+        return item * 10
+
+    stager = BatchStager(take=take, prepare=prepare)
+    results = []
+    for _ in range(4):
+        requested += 1
+        results.append(stager.get())
+        if results[-1] == 0:
+            assert prepared.get(timeout=10) == 0
+            assert prepared.get(timeout=10) == 1  # staged while item 0 is in use
+    assert results == [0, 10, 20, None]
+    assert ahead[:2] == [1, 1] and max(ahead) <= 1  # a later ask may come before a take
     stager.close()
 
 
@@ -86,22 +103,34 @@ def test_the_stager_raises_its_error_in_the_consumer_and_closes_promptly():
     with pytest.raises(ZeroDivisionError, match="bad item 7"):
         BatchStager(take=lambda: 7, prepare=prepare).get()
 
-    stager = BatchStager(take=lambda: 1, prepare=lambda item: item)  # blocked, one item staged
-    time.sleep(0.2)
-    started = time.monotonic()
+    taken = threading.Event()
+
+    def take():
+        taken.set()
+        return 1
+
+    stager = BatchStager(take=take, prepare=lambda item: item)
+    assert taken.wait(timeout=10)  # one item staged: the thread waits for a `get`
     stager.close(timeout_s=10.0)
-    assert time.monotonic() - started < 2.0  # the join returned early: the thread ended
+    assert not stager._thread.is_alive()
 
 
 def test_a_staged_batch_counts_as_queued_until_it_is_trained_on(replicator):
     """A non-finite batch stops training; it and the batch staged behind it were never
     trained on, so they count as queued, and produced == consumed + queued."""
-    service = LearnerService(learner=make_learner(replicator), batch_size=B,
-                             total_frames=10 * FRAMES_PER_STEP, queue_capacity=2)
+    service = LearnerService(
+        learner=make_learner(replicator),
+        batch_size=B,
+        total_frames=10 * FRAMES_PER_STEP,
+        queue_capacity=2,
+    )
     bad = random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=1)
     bad.observations[0, 0, 0] = np.inf
-    for unroll in (random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=0), bad,
-                   random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=2)):
+    for unroll in (
+        random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=0),
+        bad,
+        random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=2),
+    ):
         service.enqueue(unroll, EpisodeStats(np.asarray([1.0]), np.ones(1)))
     deadline = time.monotonic() + 60
     while not service.report().done:
@@ -115,12 +144,15 @@ def test_a_staged_batch_counts_as_queued_until_it_is_trained_on(replicator):
     assert report.frames_queued == 2 * FRAMES_PER_STEP
 
 
+@pytest.mark.launches
 def test_the_driver_modules_import_no_tensorflow():
     """The driver imports the service's module (for RETURN_WINDOW) and the launchers; the
     staging area imports TensorFlow, so the service must load it only in its training thread.
     A driver that imported TensorFlow would start its Ray seconds later."""
-    code = ("import sys, impala_rep.run.cli, impala_rep.run.training, impala_rep.run.monitor, "
-            "impala_rep.run.launch_ray, impala_rep.run.launch_local, impala_rep.learner.service; "
-            "loaded = sorted(m for m in ('tensorflow', 'keras') if m in sys.modules); "
-            "assert not loaded, loaded")
+    code = (
+        "import sys, impala_rep.run.cli, impala_rep.run.training, impala_rep.run.monitor, "
+        "impala_rep.run.launch_ray, impala_rep.run.launch_local, impala_rep.learner.service; "
+        "loaded = sorted(m for m in ('tensorflow', 'keras') if m in sys.modules); "
+        "assert not loaded, loaded"
+    )
     run_fresh_python(code)

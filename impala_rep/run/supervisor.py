@@ -10,9 +10,10 @@ import for agents that need it) grows with the machine's load, not with what
 the actor does: a short `timeout_s`, chosen to notice a hung env quickly, would
 otherwise replace replacements that are merely slow to start. The supervisor
 has the actor's remains removed, starts a replacement with a fresh seed in the
-same slot and reports the event with its cause, so the driver can log and count it. Failures that keep coming
-(an env that crashes on every start) would otherwise loop forever: more than
-`max_failures` within `window_s` seconds raises `ActorCrashLoop` instead.
+same slot and reports the event with its cause, so the driver can log and count
+it. Failures that keep coming (an env that crashes on every start) would
+otherwise loop forever: more than `max_failures` within `window_s` seconds
+raises `ActorCrashLoop` instead.
 
 How actors run is the launcher's business: the supervisor drives an
 `ActorFleet` (Ray processes in `run/launch_ray.py`, threads in
@@ -24,12 +25,19 @@ from __future__ import annotations
 import collections
 import dataclasses
 import time
-from typing import Mapping, Protocol
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
 import numpy as np
 
-__all__ = ["ActorSupervisor", "ActorFleet", "ActorFailure", "ActorCrashLoop", "actor_seed",
-           "STARTUP_LIMIT_S"]
+__all__ = [
+    "ActorSupervisor",
+    "ActorFleet",
+    "ActorFailure",
+    "ActorCrashLoop",
+    "actor_seed",
+    "STARTUP_LIMIT_S",
+]
 
 # Seconds an actor may take to start when `timeout_s` is shorter: far above a start-up
 # on a loaded machine with few cores (tens of seconds), short enough that an env whose
@@ -43,9 +51,9 @@ class ActorCrashLoop(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class ActorFailure:
-    slot: int        # which of the num_actors slots
-    cause: str       # one line
-    restarts: int    # replacements started so far in this run, this one included
+    slot: int  # which of the num_actors slots
+    cause: str  # one line
+    restarts: int  # replacements started so far in this run, this one included
 
 
 class ActorFleet(Protocol):
@@ -90,36 +98,52 @@ class ActorSupervisor:
       timeout_s: silence after which a started actor counts as hung (`replace_silent`).
       startup_limit_s: an actor still starting after `max(timeout_s, startup_limit_s)`
         counts as hung.
+      clock: seconds on a monotonic clock; injected so that tests step time instead of
+        sleeping through the limits.
     """
 
-    def __init__(self, *, fleet: ActorFleet, num_actors: int, seed: int,
-                 start_step: int = 0, max_failures: int = 10, window_s: float = 600.0,
-                 timeout_s: float = float("inf"), startup_limit_s: float = STARTUP_LIMIT_S):
-        self._fleet = fleet
+    def __init__(
+        self,
+        *,
+        fleet: ActorFleet,
+        num_actors: int,
+        seed: int,
+        start_step: int = 0,
+        max_failures: int = 10,
+        window_s: float = 600.0,
+        timeout_s: float = float("inf"),
+        startup_limit_s: float = STARTUP_LIMIT_S,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self._fleet, self._clock = fleet, clock
         self._seed, self._start_step = seed, start_step
         self._max_failures, self._window_s = max_failures, window_s
         self._timeout_s = timeout_s
         self._startup_limit_s = max(timeout_s, startup_limit_s)
         self._generation = [0] * num_actors
-        self._started_at = [0.0] * num_actors   # when the slot's silence clock started
-        self._starting: set[int] = set()         # slots whose actor has not finished starting
+        self._started_at = [0.0] * num_actors  # when the slot's silence clock started
+        self._starting: set[int] = set()  # slots whose actor has not finished starting
         self._failure_times: collections.deque = collections.deque()
         self.restarts = 0
-        self.finished: set[int] = set()   # slots whose loop ended because the learner said stop
+        self.finished: set[int] = set()  # slots whose loop ended because the learner said stop
         for slot in range(num_actors):
             self._start(slot)
 
     def _start(self, slot: int) -> None:
-        seed = actor_seed(seed=self._seed, slot=slot, generation=self._generation[slot],
-                          start_step=self._start_step)
-        self._started_at[slot] = time.monotonic()
+        seed = actor_seed(
+            seed=self._seed,
+            slot=slot,
+            generation=self._generation[slot],
+            start_step=self._start_step,
+        )
+        self._started_at[slot] = self._clock()
         self._starting.add(slot)
         self._fleet.start(slot, seed)
 
     def learner_ready(self) -> None:
         """The learner is built: actors started before could not send anything until now,
         so their silence counts from here."""
-        now = time.monotonic()
+        now = self._clock()
         self._started_at = [max(started, now) for started in self._started_at]
 
     def poll(self, timeout_s: float) -> list[ActorFailure]:
@@ -152,7 +176,7 @@ class ActorSupervisor:
         Raises:
           ActorCrashLoop: as `poll`.
         """
-        now, failures = time.monotonic(), []
+        now, failures = self._clock(), []
         for slot in self._fleet.started():
             if slot in self._starting:
                 self._starting.discard(slot)
@@ -162,27 +186,35 @@ class ActorSupervisor:
                 continue
             if slot in self._starting:
                 if now - started > self._startup_limit_s:
-                    failures.append(self._replace(
-                        slot, f"did not start within {self._startup_limit_s:.0f} s: "
-                              "hung, replaced"))
+                    failures.append(
+                        self._replace(
+                            slot,
+                            f"did not start within {self._startup_limit_s:.0f} s: hung, replaced",
+                        )
+                    )
                 continue
             silent = min(silence_s.get(slot, float("inf")), now - started)
             if silent > self._timeout_s:
-                failures.append(self._replace(
-                    slot, f"sent no unroll for {silent:.0f} s (limit {self._timeout_s:.0f} s): "
-                          "hung, replaced"))
+                failures.append(
+                    self._replace(
+                        slot,
+                        f"sent no unroll for {silent:.0f} s (limit {self._timeout_s:.0f} s): "
+                        "hung, replaced",
+                    )
+                )
         return failures
 
     def _replace(self, slot: int, cause: str) -> ActorFailure:
         self._fleet.remove(slot)
-        now = time.monotonic()
+        now = self._clock()
         self._failure_times.append(now)
         while self._failure_times and now - self._failure_times[0] > self._window_s:
             self._failure_times.popleft()
         if len(self._failure_times) > self._max_failures:
             raise ActorCrashLoop(
                 f"{len(self._failure_times)} actor failures within {self._window_s:.0f} s "
-                f"(limit {self._max_failures}); the last, in actor {slot}: {cause}")
+                f"(limit {self._max_failures}); the last, in actor {slot}: {cause}"
+            )
         self._generation[slot] += 1
         self.restarts += 1
         self._start(slot)
