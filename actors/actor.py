@@ -18,7 +18,7 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from impala_rep.actors.host_policy import HostPolicy
-from impala_rep.unroll import EpisodeStats, Unroll
+from impala_rep.unroll import EpisodeStats, Unroll, UnrollSpec
 
 __all__ = ["Actor"]
 
@@ -80,6 +80,12 @@ class Actor:
         self._num_envs = env.num_envs
         self._reset_finished_envs = _needs_reset_mask(env)
         self._observation_space = env.single_observation_space
+        self._unroll_spec = UnrollSpec(
+            unroll_length=unroll_length,
+            observation_shape=self._observation_space.shape,
+            observation_dtype=self._observation_space.dtype,
+            num_actions=self._num_actions,
+        )
         self._policy = _policy_for(
             agent,
             observation_space=self._observation_space,
@@ -119,12 +125,9 @@ class Actor:
         The stats hold the raw return and length of every episode that ended
         during this unroll, ordered by time step, then env index.
         """
-        u = _empty_unroll(
-            unroll_length=self._unroll_length,
-            num_envs=self._num_envs,
-            observation_space=self._observation_space,
-            num_actions=self._num_actions,
-        )
+        # Preallocated `[T+1, E, ...]`, `[T, E, ...]` and `[E]` arrays, as the schema
+        # (`impala_rep.unroll.FIELDS`) lays them out; initial_state None until known.
+        u = self._unroll_spec.empty(self._num_envs)
         # The state the agent is fed at obs[0]: reset where obs[0] starts an episode.
         initial_state = self._policy.state_at_start(self._first)
         finished = []
@@ -152,10 +155,8 @@ class Actor:
             self._first = done
         self._record_agent_inputs(u, self._unroll_length)
 
-        unroll = u._replace(
-            initial_state=initial_state,
-            policy_version=np.full([self._num_envs], self._version, np.int64),
-        )
+        u.policy_version[:] = self._version
+        unroll = u._replace(initial_state=initial_state)
         returns, lengths = zip(*finished) if finished else ((), ())
         moments = None
         if discounted_returns:
@@ -291,25 +292,4 @@ def _needs_reset_mask(env: gymnasium.vector.VectorEnv) -> bool:
         f"{type(env.unwrapped).__name__} uses autoreset mode {mode} and its reset does not take "
         "options['reset_mask'], so the reset steps cannot be kept out of the unroll; use "
         "impala_rep.envs.make_vector_env or a SyncVectorEnv/AsyncVectorEnv"
-    )
-
-
-def _empty_unroll(
-    *, unroll_length: int, num_envs: int, observation_space: gymnasium.Space, num_actions: int
-) -> Unroll:
-    """Preallocated `[T+1, E, ...]`, `[T, E, ...]` arrays; initial_state, policy_version None."""
-    t, e = unroll_length, num_envs
-    return Unroll(
-        observations=np.empty([t + 1, e, *observation_space.shape], observation_space.dtype),
-        prev_actions=np.empty([t + 1, e], np.int32),
-        prev_rewards=np.empty([t + 1, e], np.float32),
-        first=np.empty([t + 1, e], bool),
-        actions=np.empty([t, e], np.int32),
-        rewards=np.empty([t, e], np.float32),
-        terminated=np.empty([t, e], bool),
-        truncated=np.empty([t, e], bool),
-        truncation_values=np.empty([t, e], np.float32),
-        behaviour_logits=np.empty([t, e, num_actions], np.float32),
-        initial_state=None,
-        policy_version=None,
     )

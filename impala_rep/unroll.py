@@ -5,6 +5,13 @@ steps `E` environments together and emits one `Unroll` with batch `E`; the
 learner concatenates unrolls along the batch axis (axis 1 of `[T, B]` fields,
 axis 0 of `[B]` fields).
 
+The layout is declared once, in `FIELDS`: each field's time steps, dtype, trailing
+shape and meaning. The `Unroll` tuple's field order, `TIME_MAJOR_DTYPES`, the
+actor's buffers (`UnrollSpec.empty`), the user-code check's batch of zeros
+(`UnrollSpec.zeros`), the memory estimate (`UnrollSpec.column_bytes`) and the table
+below (`markdown_table`, written here by docs/generate.py) all derive from it.
+
+<!-- generated:unroll-fields -->
 | field | shape | dtype | meaning |
 |---|---|---|---|
 | observations | [T+1, B, *obs] | env's | obs[0..T]; obs[T] only bootstraps |
@@ -17,8 +24,9 @@ axis 0 of `[B]` fields).
 | truncated | [T, B] | bool | the episode was cut (time limit) at t -> t+1 |
 | truncation_values | [T, B] | float32 | the cut episode's bootstrap value, or 0 (see below) |
 | behaviour_logits | [T, B, A] | float32 | the actor's policy logits at obs[t] |
-| initial_state | nest of [B, ...] | | the agent's recurrent state before obs[0] (`()` if none) |
+| initial_state | nest of [B, ...] | agent's | the recurrent state before obs[0] (`()` if none) |
 | policy_version | [B] | int64 | learner step whose weights produced this unroll |
+<!-- /generated -->
 
 When an episode ends at t -> t+1 the environment is reset in the same step, so
 obs[t+1] is the new episode's first observation and first[t+1] is True. The
@@ -31,14 +39,135 @@ elsewhere (see `impala_rep.transitions`).
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["Unroll", "concat_unrolls", "slice_columns", "EpisodeStats", "TIME_MAJOR_DTYPES"]
+__all__ = [
+    "Unroll",
+    "concat_unrolls",
+    "slice_columns",
+    "EpisodeStats",
+    "TIME_MAJOR_DTYPES",
+    "FieldSpec",
+    "FIELDS",
+    "UnrollSpec",
+    "markdown_table",
+]
+
+# A field's time steps: its leading axis, before the batch.
+OBSERVATION_STEPS = "T+1"  # obs[0..T]
+TRANSITION_STEPS = "T"  # the transitions t -> t+1, t in 0..T-1
+PER_COLUMN = "column"  # no time axis: once per column, the batch on axis 0
+
+# A field's trailing shape, after the batch.
+SCALAR = "scalar"  # none
+OBSERVATION = "observation"  # the env's observation shape
+NUM_ACTIONS = "num_actions"  # A: one entry per action
+AGENT_STATE = "agent state"  # a nest of the agent's own leaves, each [B, ...]
+
+# A dtype a field takes from elsewhere than the schema.
+OBSERVATION_DTYPE = "observation dtype"  # the env's
+AGENT_DTYPE = "agent dtype"  # the agent's leaves' own
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldSpec:
+    """One field of the unroll: how many time steps, which dtype, what trails the batch."""
+
+    name: str
+    steps: str  # OBSERVATION_STEPS, TRANSITION_STEPS or PER_COLUMN
+    dtype: Any  # a numpy dtype, OBSERVATION_DTYPE or AGENT_DTYPE
+    trailing: str  # SCALAR, OBSERVATION, NUM_ACTIONS or AGENT_STATE
+    meaning: str
+
+    @property
+    def batch_axis(self) -> int:
+        """Where the columns are: after the time axis, if any."""
+        return 0 if self.steps == PER_COLUMN else 1
+
+    @property
+    def is_array(self) -> bool:
+        """One array the schema sizes (the agent's state is a nest the agent defines)."""
+        return self.trailing != AGENT_STATE
+
+
+# The unroll's layout, in the `Unroll` tuple's order: the one statement of it.
+FIELDS: tuple[FieldSpec, ...] = (
+    FieldSpec(
+        "observations",
+        OBSERVATION_STEPS,
+        OBSERVATION_DTYPE,
+        OBSERVATION,
+        "obs[0..T]; obs[T] only bootstraps",
+    ),
+    FieldSpec(
+        "prev_actions",
+        OBSERVATION_STEPS,
+        np.int32,
+        SCALAR,
+        "agent input: action just before obs[t] (0 at episode start)",
+    ),
+    FieldSpec(
+        "prev_rewards",
+        OBSERVATION_STEPS,
+        np.float32,
+        SCALAR,
+        "agent input: reward on reaching obs[t] (0 at episode start)",
+    ),
+    FieldSpec("first", OBSERVATION_STEPS, np.bool_, SCALAR, "obs[t] starts an episode"),
+    FieldSpec("actions", TRANSITION_STEPS, np.int32, SCALAR, "action taken at obs[t]"),
+    FieldSpec("rewards", TRANSITION_STEPS, np.float32, SCALAR, "raw reward of transition t -> t+1"),
+    FieldSpec(
+        "terminated",
+        TRANSITION_STEPS,
+        np.bool_,
+        SCALAR,
+        "the episode ended in a terminal state at t -> t+1",
+    ),
+    FieldSpec(
+        "truncated",
+        TRANSITION_STEPS,
+        np.bool_,
+        SCALAR,
+        "the episode was cut (time limit) at t -> t+1",
+    ),
+    FieldSpec(
+        "truncation_values",
+        TRANSITION_STEPS,
+        np.float32,
+        SCALAR,
+        "the cut episode's bootstrap value, or 0 (see below)",
+    ),
+    FieldSpec(
+        "behaviour_logits",
+        TRANSITION_STEPS,
+        np.float32,
+        NUM_ACTIONS,
+        "the actor's policy logits at obs[t]",
+    ),
+    FieldSpec(
+        "initial_state",
+        PER_COLUMN,
+        AGENT_DTYPE,
+        AGENT_STATE,
+        "the recurrent state before obs[0] (`()` if none)",
+    ),
+    FieldSpec(
+        "policy_version",
+        PER_COLUMN,
+        np.int64,
+        SCALAR,
+        "learner step whose weights produced this unroll",
+    ),
+)
 
 
 class Unroll(NamedTuple):
+    """One actor's unroll, or a batch of them: the fields `FIELDS` declares."""
+
     observations: np.ndarray
     prev_actions: np.ndarray
     prev_rewards: np.ndarray
@@ -78,32 +207,104 @@ class EpisodeStats(NamedTuple):
     return_moments: tuple[float, float, float] | None = None
 
 
+if Unroll._fields != tuple(field.name for field in FIELDS):
+    raise RuntimeError(f"Unroll's fields {Unroll._fields} are not FIELDS' names, in order")
+
 # The time-major fields and their dtypes (None: the environment's observation
-# dtype), as in the table above. Their batch is axis 1; `policy_version` and every
+# dtype), from `FIELDS`. Their batch is axis 1; `policy_version` and every
 # leaf of `initial_state` keep it on axis 0.
-TIME_MAJOR_DTYPES = {
-    "observations": None,
-    "prev_actions": np.int32,
-    "prev_rewards": np.float32,
-    "first": np.bool_,
-    "actions": np.int32,
-    "rewards": np.float32,
-    "terminated": np.bool_,
-    "truncated": np.bool_,
-    "truncation_values": np.float32,
-    "behaviour_logits": np.float32,
+TIME_MAJOR_DTYPES: dict[str, Any] = {
+    field.name: None if field.dtype == OBSERVATION_DTYPE else field.dtype
+    for field in FIELDS
+    if field.steps != PER_COLUMN
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class UnrollSpec:
+    """The sizes that make `FIELDS` concrete for one run: `T`, the env's observation
+    shape and dtype, and `A`. Each array field's shape is `[steps, B, *trailing]`
+    (`[B, *trailing]` without a time axis). Nested observations or another action space
+    would change only this class: a spec per observation leaf, an action spec for `A`."""
+
+    unroll_length: int
+    observation_shape: tuple[int, ...]
+    observation_dtype: Any
+    num_actions: int
+
+    def __post_init__(self):
+        object.__setattr__(self, "observation_shape", tuple(int(d) for d in self.observation_shape))
+        object.__setattr__(self, "observation_dtype", np.dtype(self.observation_dtype))
+
+    def field_layout(self, field: FieldSpec, num_columns: int) -> tuple[tuple[int, ...], np.dtype]:
+        """`field`'s shape and dtype in an unroll of `num_columns` columns (an array field)."""
+        steps = {
+            OBSERVATION_STEPS: (self.unroll_length + 1,),
+            TRANSITION_STEPS: (self.unroll_length,),
+            PER_COLUMN: (),
+        }[field.steps]
+        trailing = {
+            SCALAR: (),
+            OBSERVATION: self.observation_shape,
+            NUM_ACTIONS: (self.num_actions,),
+        }[field.trailing]
+        dtype = self.observation_dtype if field.dtype == OBSERVATION_DTYPE else field.dtype
+        return (*steps, num_columns, *trailing), np.dtype(dtype)
+
+    def layout(self, num_columns: int) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """Every array field's shape and dtype (all but the agent's state), in field order."""
+        return {f.name: self.field_layout(f, num_columns) for f in FIELDS if f.is_array}
+
+    def empty(self, num_columns: int) -> Unroll:
+        """An unroll of uninitialised arrays to record into; `initial_state` None (the
+        agent's, set once known)."""
+        arrays = {name: np.empty(*layout) for name, layout in self.layout(num_columns).items()}
+        return Unroll(**arrays, initial_state=None)
+
+    def zeros(self, num_columns: int) -> dict[str, np.ndarray]:
+        """The time-major fields, zeros: the arrays of a device batch (as
+        `learner.staging.device_batch` gives them, but the agent's state)."""
+        return {
+            f.name: np.zeros(*self.field_layout(f, num_columns))
+            for f in FIELDS
+            if f.name in TIME_MAJOR_DTYPES
+        }
+
+    def column_bytes(self) -> int:
+        """The bytes of one env column of one unroll: its T+1 observations, T transitions
+        and per-column fields (the agent's state, its own size, not counted)."""
+        return sum(math.prod(shape) * dtype.itemsize for shape, dtype in self.layout(1).values())
+
+
+def markdown_table() -> str:
+    """`FIELDS` as the Markdown table of the module's docstring."""
+    shapes = {OBSERVATION: ", *obs", NUM_ACTIONS: ", A", SCALAR: ""}
+    lines = ["| field | shape | dtype | meaning |", "|---|---|---|---|"]
+    for field in FIELDS:
+        if field.trailing == AGENT_STATE:
+            shape = "nest of [B, ...]"
+        elif field.steps == PER_COLUMN:
+            shape = f"[B{shapes[field.trailing]}]"
+        else:
+            shape = f"[{field.steps}, B{shapes[field.trailing]}]"
+        dtype = {OBSERVATION_DTYPE: "env's", AGENT_DTYPE: "agent's"}.get(field.dtype)
+        if dtype is None:
+            dtype = np.dtype(field.dtype).name
+        lines.append(f"| {field.name} | {shape} | {dtype} | {field.meaning} |")
+    return "\n".join(lines) + "\n"
 
 
 def _map_batch_axis(fn, unrolls: list[Unroll]) -> Unroll:
     """Builds an Unroll field by field from `fn(arrays, batch_axis)` over `unrolls`."""
     import tensorflow as tf  # only for nest handling of the recurrent state
 
-    fields = {name: fn([getattr(u, name) for u in unrolls], 1) for name in TIME_MAJOR_DTYPES}
-    fields["policy_version"] = fn([u.policy_version for u in unrolls], 0)
-    fields["initial_state"] = tf.nest.map_structure(
-        lambda *leaves: fn(list(leaves), 0), *[u.initial_state for u in unrolls]
-    )
+    fields = {}
+    for field in FIELDS:
+        values = [getattr(u, field.name) for u in unrolls]
+        if field.is_array:
+            fields[field.name] = fn(values, field.batch_axis)
+        else:  # the agent's state: every leaf keeps its batch on axis 0
+            fields[field.name] = tf.nest.map_structure(lambda *leaves: fn(list(leaves), 0), *values)
     return Unroll(**fields)
 
 

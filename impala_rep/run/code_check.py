@@ -18,6 +18,7 @@ import numpy as np
 from impala_rep.code_spec import CODE_SPEC_FORMS
 from impala_rep.config import LossConfig
 from impala_rep.run.errors import one_line
+from impala_rep.unroll import UnrollSpec
 
 __all__ = ["check_user_code"]
 
@@ -89,18 +90,13 @@ def check_user_code(
 def _synthetic_batch(
     observation_shape, observation_dtype, num_actions: int, T: int = 2, B: int = 1
 ) -> dict[str, np.ndarray]:
-    return {
-        "observations": np.zeros((T + 1, B, *observation_shape), observation_dtype),
-        "prev_actions": np.zeros((T + 1, B), np.int32),
-        "prev_rewards": np.zeros((T + 1, B), np.float32),
-        "first": np.zeros((T + 1, B), np.bool_),
-        "actions": np.zeros((T, B), np.int32),
-        "rewards": np.zeros((T, B), np.float32),
-        "terminated": np.zeros((T, B), np.bool_),
-        "truncated": np.zeros((T, B), np.bool_),
-        "truncation_values": np.zeros((T, B), np.float32),
-        "behaviour_logits": np.zeros((T, B, num_actions), np.float32),
-    }
+    """The device batch's time-major fields, zeros, laid out as `impala_rep.unroll.FIELDS`."""
+    return UnrollSpec(
+        unroll_length=T,
+        observation_shape=observation_shape,
+        observation_dtype=observation_dtype,
+        num_actions=num_actions,
+    ).zeros(B)
 
 
 def _inputs(batch):

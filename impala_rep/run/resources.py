@@ -32,6 +32,7 @@ import numpy as np
 
 from impala_rep.config import TrainConfig
 from impala_rep.devices import parse_devices, tpu_resolver_args
+from impala_rep.unroll import UnrollSpec
 
 __all__ = [
     "MemoryEstimate",
@@ -57,15 +58,6 @@ PROCESS_BYTES = GiB // 4
 # way for CartPole's MLP on the CPU (same entry); a larger network under XLA would add more,
 # not less.
 XLA_LEARNER_BYTES = 180 * 2**20
-
-# Per time step of one env column, besides the observation (impala_rep/unroll.py):
-# obs[0..T] come with prev_action int32, prev_reward float32 and first bool;
-# t in 0..T-1 with action int32, reward float32, terminated and truncated bool,
-# truncation_values float32 and behaviour_logits float32 [A]; policy_version int64 once
-# per column.
-_PER_OBSERVATION_BYTES = 4 + 4 + 1
-_PER_TRANSITION_BYTES = 4 + 4 + 1 + 1 + 4
-_PER_COLUMN_BYTES = 8
 
 # A Linux cgroup v1 limit at or above this means "no limit" (the kernel reports ~2**63).
 _NO_CGROUP_LIMIT = 2**60
@@ -130,15 +122,15 @@ def _sizes(config: TrainConfig) -> dict[str, int]:
 def _estimate(
     sizes: Mapping[str, int], observation_shape: Sequence[int], observation_dtype, num_actions: int
 ) -> MemoryEstimate:
-    t, actors, hosts = sizes["unroll_length"], sizes["num_actors"], sizes["learner_hosts"]
-    observation_bytes = (
-        int(np.prod(observation_shape, dtype=np.int64)) * np.dtype(observation_dtype).itemsize
-    )
-    column = (
-        (t + 1) * (observation_bytes + _PER_OBSERVATION_BYTES)
-        + t * (_PER_TRANSITION_BYTES + 4 * int(num_actions))
-        + _PER_COLUMN_BYTES
-    )
+    actors, hosts = sizes["num_actors"], sizes["learner_hosts"]
+    # One env column of one unroll, as impala_rep/unroll.py lays it out (FIELDS): T+1
+    # observations, T transitions, the per-column fields (the agent's state not counted).
+    column = UnrollSpec(
+        unroll_length=sizes["unroll_length"],
+        observation_shape=observation_shape,
+        observation_dtype=observation_dtype,
+        num_actions=num_actions,
+    ).column_bytes()
     return MemoryEstimate(
         column_bytes=column,
         held_unrolls=2 * actors + sizes["queue_capacity"] * hosts,
