@@ -14,7 +14,9 @@ What is generated, never typed:
 - docs/reference/api.md: the public API (`impala_rep.__all__`), rendered by mkdocstrings
   from the docstrings;
 - docs/results.md and the README's results table: from the records in benchmarks/results/
-  and the anchors in benchmarks/anchors.json (`benchmarks/ledger.py`).
+  and the anchors in benchmarks/anchors.json (`benchmarks/ledger.py`);
+- the table of the unroll's fields in `impala_rep/unroll.py`'s docstring (which
+  docs/guide/architecture.md shows): from `impala_rep.unroll.FIELDS`.
 """
 
 from __future__ import annotations
@@ -175,7 +177,8 @@ def _train_reference(sub: argparse.ArgumentParser) -> str:
 
 
 def metrics_reference() -> str:
-    from impala_rep import losses, popart, rnd
+    from impala_rep import losses
+    from impala_rep.extensions import EXTENSION_TYPES
     from impala_rep.learner import reward_scale
     from impala_rep.loss_fn import LEARNER_METRICS
     from impala_rep.run.monitor import RECORD_FIELDS
@@ -205,8 +208,10 @@ def metrics_reference() -> str:
             "`impala_rep.learner.reward_scale.METRICS`",
             reward_scale.METRICS,
         ),
-        ("Random network distillation (`--rnd-cost`)", "`impala_rep.rnd.METRICS`", rnd.METRICS),
-        ("PopArt (`--popart`)", "`impala_rep.popart.METRICS`", popart.METRICS),
+        *(
+            (kind.title, f"`impala_rep.extensions.{kind.__name__}.metrics`", kind.metrics)
+            for kind in EXTENSION_TYPES
+        ),
     ]
     for title, source, metrics in sections:
         out.append(f"## {title}\n\nDeclared in {source}.\n\n")
@@ -573,16 +578,40 @@ _REGION = re.compile(
 )
 
 
-def readme(text: str) -> str:
-    parts = {"results-table": lambda: results_table(learning_rows()), "recipe-times": recipe_times}
+def _fill_regions(text: str, parts: dict[str, Callable[[], str]], where: str) -> str:
+    """`text` with each generated region's body made by its part."""
 
     def fill(match: re.Match) -> str:
         name = match.group("name")
         if name not in parts:
-            raise SystemExit(f"README.md: unknown generated part {name!r}")
+            raise SystemExit(f"{where}: unknown generated part {name!r}")
         return match.group(1) + parts[name]() + match.group(4)
 
     return _REGION.sub(fill, text)
+
+
+def readme(text: str) -> str:
+    parts = {"results-table": lambda: results_table(learning_rows()), "recipe-times": recipe_times}
+    return _fill_regions(text, parts, "README.md")
+
+
+# --- the unroll's field table ---------------------------------------------------------------
+
+UNROLL = ROOT / "impala_rep" / "unroll.py"
+
+
+def unroll_fields_table() -> str:
+    """`impala_rep.unroll.FIELDS` as a table fit for the module's docstring."""
+    from impala_rep.unroll import markdown_table
+
+    table = markdown_table()
+    if '"""' in table or "\\" in table:
+        raise SystemExit("impala_rep.unroll.FIELDS: a meaning holds a backslash or triple quotes")
+    return table
+
+
+def unroll_module(text: str) -> str:
+    return _fill_regions(text, {"unroll-fields": unroll_fields_table}, "impala_rep/unroll.py")
 
 
 # --- main -----------------------------------------------------------------------------------
@@ -598,6 +627,7 @@ def outputs() -> dict[pathlib.Path, str]:
     }
     readme_path = ROOT / "README.md"
     pages[readme_path] = readme(readme_path.read_text())
+    pages[UNROLL] = unroll_module(UNROLL.read_text())
     return pages
 
 

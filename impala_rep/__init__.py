@@ -42,6 +42,9 @@ _EXPORTS = {
     "MLPAgent": "impala_rep.agent",
     "CNNAgent": "impala_rep.networks",
     "make_agent": "impala_rep.agent_factory",
+    "AgentBuilder": "impala_rep.agent_factory",
+    "Extension": "impala_rep.extensions",
+    "wrap_extensions": ("impala_rep.extensions", "wrap"),
     # the learner and its loss hook
     "Learner": "impala_rep.learner.learner",
     "paper_rmsprop": "impala_rep.learner.optimizers",

@@ -9,17 +9,34 @@ builds the agent.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from impala_rep.config import NETWORKS  # the one list of network names (the CLI's choices)
 
-__all__ = ["make_agent", "acting_agent", "SHALLOW_MIN_IMAGE_SIZE"]
+__all__ = ["AgentBuilder", "make_agent", "acting_agent", "SHALLOW_MIN_IMAGE_SIZE"]
 
 # The shallow torso's "valid" convolutions need this many pixels in height and
 # width: 8x8 stride 4 must leave at least 4x4 for the 4x4 stride 2 conv.
 SHALLOW_MIN_IMAGE_SIZE = 20
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentBuilder:
+    """A picklable zero-argument agent factory, with the TensorFlow-free twin actors may act
+    with instead (`acting_agent`).
+
+    `build()` returns a new, unbuilt agent; `twin()`, where given, an object with
+    `is_acting_twin`, `num_actions`, `weight_shapes(observation_shape)` and `host_step` that
+    takes the agent's weights and acts exactly as it does, in numpy."""
+
+    build: Callable[[], Any]
+    twin: Callable[[], Any] | None = None
+
+    def __call__(self) -> Any:
+        return self.build()
 
 
 def make_agent(
@@ -31,7 +48,7 @@ def make_agent(
     hidden_sizes: Sequence[int] = (64, 64),
     observation_normalization: tuple[Sequence[float], Sequence[float]] | None = None,
 ) -> Callable[[], Any]:
-    """A picklable zero-argument factory (`functools.partial`) building the chosen agent.
+    """A picklable zero-argument factory (an `AgentBuilder`) building the chosen agent.
 
     Args:
       observation_shape: shape of ONE observation: `[D]` vectors or `[H, W, C]` images.
@@ -80,11 +97,14 @@ def make_agent(
             if observation_normalization is None
             else tuple(tuple(float(v) for v in side) for side in observation_normalization)
         )
-        return functools.partial(
-            _mlp,
+        settings = dict(
             num_actions=int(num_actions),
             hidden_sizes=tuple(int(h) for h in hidden_sizes),
             observation_normalization=normalization,
+        )
+        return AgentBuilder(
+            build=functools.partial(_mlp, **settings),
+            twin=functools.partial(_mlp_twin, **settings),
         )
     if len(shape) != 3:
         raise ValueError(
@@ -96,22 +116,20 @@ def make_agent(
             f"network='shallow' needs images of at least {SHALLOW_MIN_IMAGE_SIZE}x"
             f"{SHALLOW_MIN_IMAGE_SIZE}, got shape {shape}; use 'minatar' or 'deep'"
         )
-    return functools.partial(
-        _cnn, num_actions=int(num_actions), torso=network, use_lstm=bool(use_lstm)
+    return AgentBuilder(
+        build=functools.partial(
+            _cnn, num_actions=int(num_actions), torso=network, use_lstm=bool(use_lstm)
+        )
     )
 
 
 def acting_agent(factory: Callable[[], Any]) -> Any | None:
-    """What an actor can act with instead of building `factory`'s agent: a TensorFlow-free
-    twin (`is_acting_twin`, `num_actions`, `weight_shapes(observation_shape)`, `host_step`)
-    when the factory's builder names one in its `acting_twin` attribute (the built-in MLP;
-    RND's agent, which acts with its policy); None for any other agent (CNN, LSTM, PopArt,
-    a user's), which the actor builds. With a twin, the actor process imports no TensorFlow."""
-    if isinstance(factory, functools.partial) and not factory.args:
-        twin = getattr(factory.func, "acting_twin", None)
-        if twin is not None:
-            return twin(**factory.keywords)
-    return None
+    """What an actor can act with instead of building `factory`'s agent: the twin of an
+    `AgentBuilder` that has one (the built-in MLP; RND's agent, which acts with its policy);
+    None for any other agent (CNN, LSTM, PopArt, a user's), which the actor builds. With a
+    twin, the actor process imports no TensorFlow."""
+    twin = getattr(factory, "twin", None) if isinstance(factory, AgentBuilder) else None
+    return None if twin is None else twin()
 
 
 def _mlp(**kwargs: Any) -> Any:
@@ -124,9 +142,6 @@ def _mlp_twin(**kwargs: Any) -> Any:
     from impala_rep.host_mlp import MLPHostAgent
 
     return MLPHostAgent(**kwargs)
-
-
-_mlp.acting_twin = _mlp_twin
 
 
 def _cnn(**kwargs: Any) -> Any:

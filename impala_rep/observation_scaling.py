@@ -1,4 +1,5 @@
-"""Observation standardisation constants for the built-in MLP (numpy only, TensorFlow-free).
+"""Observation standardisation constants for the built-in MLP and RND's networks (numpy only,
+TensorFlow-free).
 
 The driver computes them from the env's declared bounds before any process imports
 TensorFlow (`impala_rep.run.prepare`); `MLPAgent(observation_normalization=)` applies them.
@@ -7,10 +8,11 @@ TensorFlow (`impala_rep.run.prepare`); `MLPAgent(observation_normalization=)` ap
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-__all__ = ["bounds_normalization", "observation_scaling"]
+__all__ = ["bounds_normalization", "declared_bounds_normalization", "observation_scaling"]
 
 # A dimension that hardly varies is left unscaled rather than blown up.
 _MIN_STD = 1e-6
@@ -36,6 +38,18 @@ def bounds_normalization(
         mean = np.where(bounded, (high + low) / 2, 0.0)
         std = np.where(bounded, width / 2, 1.0)
     return tuple(mean.tolist()), tuple(std.tolist())
+
+
+def declared_bounds_normalization(env_spec: Any) -> tuple | None:
+    """`bounds_normalization` of an `EnvSpec`'s declared observation bounds; None without
+    bounds (images have their own scaling).
+
+    From the declared Box, not from stepping the env: nothing of the user's env runs in the
+    driver (an env that crashes or hangs does so in an actor, where it is handled), and the
+    numbers are the same in every process and on resume."""
+    if env_spec.observation_bounds is None:
+        return None
+    return bounds_normalization(*env_spec.observation_bounds)
 
 
 def observation_scaling(

@@ -2,8 +2,8 @@
 targets normalised by their running mean and standard deviation, and is rescaled whenever
 those move, so the values it stands for stay exactly what they were.
 
-`--popart` (`LossConfig.popart`) turns it on; `impala_rep.run.prepare` wraps the run's agent in
-a `PopArtAgent` and its loss in `popart_loss_fn`.
+`--popart` (`LossConfig.popart`) turns it on; the extension `impala_rep.extensions.PopArt`
+wraps the run's agent in a `PopArtAgent` and its loss in `popart_loss_fn`.
 
 - `PopArtAgent` composes any agent (built-in or the user's) with a scalar affine head on its
   baseline `h`: the normalised value is `n = w h + b` and the value the agent reports (to the
@@ -35,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from impala_rep.agent import AgentInputs, assign_weights, weights_of
+from impala_rep.extensions import PopArt
 from impala_rep.loss_fn import LossOutput, impala_loss_fn
 from impala_rep.losses import batch_mean
 from impala_rep.shapes import assert_shape
@@ -49,11 +50,8 @@ __all__ = [
     "METRICS",
 ]
 
-# The metrics `popart_loss_fn` adds to its base loss's, and what each means.
-METRICS = {
-    "popart_mean": "PopArt's running mean of the V-trace targets",
-    "popart_scale": "PopArt's running standard deviation of the V-trace targets",
-}
+# The metrics the loss adds to its base loss's, and what each means.
+METRICS = PopArt.metrics
 
 # The standard deviation's bounds: never 0 (a constant target), never beyond float32's comfort.
 SCALE_BOUNDS = (1e-4, 1e6)

@@ -1,7 +1,8 @@
 """Random network distillation (Burda et al. 2019): a novelty bonus beside any agent.
 
-`--rnd-cost C` (`LossConfig.rnd_cost`; auto: 10 for vector observations) turns it on;
-`impala_rep.run.prepare` wraps the run's agent in an `RNDAgent` and its loss in `rnd_loss_fn`.
+`--rnd-cost C` (`LossConfig.rnd_cost`; auto: 10 for vector observations) turns it on; the
+extension `impala_rep.extensions.RandomNetworkDistillation` wraps the run's agent in an
+`RNDAgent` and its loss in `rnd_loss_fn`.
 Vector observations only. By default (`--rnd-step-costs-only`) the bonus applies only to a batch
 whose rewards are one constant cost per step (`step_cost_batch`: MountainCar's, Acrobot's),
 where the task's reward says nothing until random play reaches the goal; elsewhere (CartPole's
@@ -38,6 +39,7 @@ import numpy as np
 import tensorflow as tf
 
 from impala_rep.agent import AgentInputs, flat_observations
+from impala_rep.extensions import RandomNetworkDistillation
 from impala_rep.loss_fn import LossOutput, impala_loss_fn
 from impala_rep.losses import batch_mean
 from impala_rep.observation_scaling import observation_scaling
@@ -53,13 +55,8 @@ __all__ = [
     "METRICS",
 ]
 
-# The metrics `rnd_loss_fn` adds to its base loss's, and what each means.
-METRICS = {
-    "rnd_loss": "the predictor's loss (summed), trained beside the agent",
-    "rnd_novelty": "the predictor's mean error: how novel the batch's observations are",
-    "rnd_bonus_rms": "root mean square of the weighted bonus added to the rewards (0 where off)",
-    "rnd_on": "1 where the bonus applied to the batch, 0 where it did not (--rnd-step-costs-only)",
-}
+# The metrics the loss adds to its base loss's, and what each means.
+METRICS = RandomNetworkDistillation.metrics
 
 FEATURES = 32  # the target's output width
 HIDDEN = 64  # both networks' two hidden layers

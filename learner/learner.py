@@ -31,6 +31,7 @@ import tensorflow as tf
 
 from impala_rep.agent import Agent
 from impala_rep.config import LossConfig, OptimizerConfig
+from impala_rep.extensions import Extension, extensions_for
 from impala_rep.learner.checkpointing import agent_trackables, restore_newest_readable
 from impala_rep.learner.gradients import clip_by_global_norm, zero_unless
 from impala_rep.learner.optimizers import make_optimizer as optimizer_from_config
@@ -88,6 +89,10 @@ class Learner:
         traces them as written, seconds less tracing at start-up (docs/notebook.md, "Where
         the CPU goes"), for code with no such control flow (the built-in MLP and losses;
         `train` decides it with `--learner-autograph`).
+      extensions: what the agent and `loss_fn` were wrapped with (`impala_rep.extensions`), each
+        checked against them: the agent here (`check_agent`) and the loss's output when the
+        update is traced (`check_output`). Default: those `loss` turns on
+        (`extensions_for(loss)`: `popart`, `rnd_cost`).
 
     Batch layout on the devices: `Replicator.run` splits every input along ONE axis, so the
     time-major fields go with `batch_axis=1`, `initial_state` leaves `[B, ...]` are expanded to
@@ -109,6 +114,7 @@ class Learner:
         loss_fn: LossFn | None = None,
         loss_grad_norms: bool = False,
         autograph: bool = True,
+        extensions: Sequence[Extension] | None = None,
     ):
         if (
             isinstance(total_steps, bool)
@@ -124,16 +130,12 @@ class Learner:
                 raise TypeError(
                     f"{name} must be an impala_rep.{cls.__name__}, got {type(value).__name__}"
                 )
-        # `train` applies rnd_cost by wrapping the agent and the loss (impala_rep.rnd); a plain
-        # agent here would train without the bonus the config asks for, silently. None (auto)
-        # is resolved by `train`; given to a Learner by hand it means off, as it did before.
-        if loss.rnd_cost and not callable(getattr(agent, "novelty", None)):
-            raise ValueError(
-                f"bad rnd_cost {loss.rnd_cost}: a Learner does not add random network "
-                "distillation itself; give it impala_rep.rnd.RNDAgent(agent) and "
-                "loss_fn=functools.partial(impala_rep.rnd.rnd_loss_fn, rnd_cost=...), "
-                "or use rnd_cost 0"
-            )
+        # `train` adds the extensions the config asks for by wrapping the agent and the loss
+        # (`impala_rep.extensions`); a plain agent or loss here would train without them,
+        # silently. None (auto) is resolved by `train`; given to a Learner by hand it is off.
+        self._extensions = tuple(extensions_for(loss) if extensions is None else extensions)
+        for extension in self._extensions:
+            extension.check_agent(agent)
         self._agent = agent
         self._replicator = replicator
         self._loss_config = loss
@@ -220,24 +222,8 @@ class Learner:
                 initial_state=state,
                 config=self._loss_config,
             )
-            # An RNDAgent under a loss that does not train its predictor (the default loss,
-            # say) would train without the bonus the config asks for, silently.
-            if self._loss_config.rnd_cost and "rnd_loss" not in output.terms:
-                raise ValueError(
-                    f"bad rnd_cost {self._loss_config.rnd_cost}: the loss adds no "
-                    "novelty bonus (no 'rnd_loss' term); give the Learner loss_fn="
-                    "functools.partial(impala_rep.rnd.rnd_loss_fn, rnd_cost=...), "
-                    "or use rnd_cost 0"
-                )
-            # A PopArtAgent under a loss that does not normalise (the default loss, say) would
-            # train without PopArt, silently.
-            if self._loss_config.popart and "popart_scale" not in output.means:
-                raise ValueError(
-                    "bad popart True: the loss does not normalise the values (no "
-                    "'popart_scale' metric); give the Learner impala_rep.popart."
-                    "PopArtAgent(agent) and loss_fn=functools.partial(impala_rep."
-                    "popart.popart_loss_fn, step_size=...), or popart False"
-                )
+            for extension in self._extensions:
+                extension.check_output(output)
             loss = output.loss
             # The loss is a SUM over this replica's shard (as in the paper), but
             # gradients are MEAN-reduced over replicas. Scaling by the replica count

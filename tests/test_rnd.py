@@ -270,16 +270,16 @@ def test_rnd_cost_wraps_the_users_agent_and_loss(tmp_path):
 @pytest.mark.launches
 def test_the_wrapped_agent_and_loss_pickle_without_tensorflow():
     """The driver imports no TensorFlow, and Ray pickles the agent factory and the loss to
-    the learner and actor processes: `with_rnd`'s wrappers must be both."""
+    the learner and actor processes: the extension's wrappers must be both."""
     code = """
 import pickle, sys
 from impala_rep.config import TrainConfig
 from impala_rep.envs.factory import describe_env
-from impala_rep.run.prepare import agent_factory_for, with_rnd
+from impala_rep.run.prepare import agent_factory_for, with_extensions
 config = TrainConfig.from_keys({"env": "MountainCar-v0", "rnd_cost": 10.0})
 spec = describe_env("MountainCar-v0")
 base = agent_factory_for(config.replace({"rnd_cost": 0.0}), spec)
-agent, loss = with_rnd(config, spec, agent_factory=base, loss=None)
+agent, loss = with_extensions(config, spec, agent_factory=base, loss=None)
 agent, loss = pickle.loads(pickle.dumps((agent, loss)))
 assert "tensorflow" not in sys.modules, "the driver imported TensorFlow"
 print(type(agent()).__name__, agent().policy.num_actions)

@@ -12,15 +12,15 @@ what is allowed.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from impala_rep.agent_factory import acting_agent
 from impala_rep.auto_settings import AUTO_KL_COST, AUTO_RND_COST, resolve_auto_settings
 from impala_rep.config import AgentConfig, TrainConfig
+from impala_rep.extensions import Extension
+from impala_rep.observation_scaling import declared_bounds_normalization
 from impala_rep.run.errors import SetupError
 
 __all__ = [
@@ -31,8 +31,6 @@ __all__ = [
     "agent_factory_for",
     "resolve_auto_settings",
     "with_extensions",
-    "with_popart",
-    "with_rnd",
     "AUTO_RND_COST",
     "AUTO_KL_COST",
 ]
@@ -98,91 +96,17 @@ def with_extensions(
     *,
     agent_factory: Callable[[], Any],
     loss: Callable[..., Any] | None,
+    extensions: Sequence[Extension] = (),
 ) -> tuple[Callable[[], Any], Callable[..., Any] | None]:
-    """The agent factory and loss with what the config adds to any agent and loss: PopArt
-    (`with_popart`), then random network distillation (`with_rnd`), which sees PopArt's agent
-    and loss as the run's own."""
-    agent_factory, loss = with_popart(config, agent_factory=agent_factory, loss=loss)
-    return with_rnd(config, env_spec, agent_factory=agent_factory, loss=loss)
+    """The agent factory and loss with what the config adds to any agent and loss
+    (`impala_rep.extensions.extensions_for`: PopArt, then random network distillation), then
+    `extensions` (a user's own). `config` is one `resolve_auto_settings` made concrete, as
+    `prepare` and a run's config.json give it. Picklable, and TensorFlow-free until built or
+    called (the driver imports no TensorFlow)."""
+    from impala_rep.extensions import extensions_for, wrap
 
-
-def with_popart(
-    config: TrainConfig, *, agent_factory: Callable[[], Any], loss: Callable[..., Any] | None
-) -> tuple[Callable[[], Any], Callable[..., Any] | None]:
-    """The agent factory and loss with PopArt's head and value normalisation (`impala_rep.popart`)
-    when `config.loss.popart`, else both unchanged; picklable and TensorFlow-free until called."""
-    if not config.loss.popart:
-        return agent_factory, loss
-    return (
-        functools.partial(_popart_agent, policy=agent_factory),
-        functools.partial(
-            _popart_loss, step_size=float(config.loss.popart_step_size), base_loss=loss
-        ),
-    )
-
-
-def _popart_agent(*, policy: Callable[[], Any]) -> Any:
-    from impala_rep.popart import PopArtAgent
-
-    return PopArtAgent(policy())
-
-
-def _popart_loss(**kwargs: Any) -> Any:
-    from impala_rep.popart import popart_loss_fn
-
-    return popart_loss_fn(**kwargs)
-
-
-def with_rnd(
-    config: TrainConfig,
-    env_spec,
-    *,
-    agent_factory: Callable[[], Any],
-    loss: Callable[..., Any] | None,
-) -> tuple[Callable[[], Any], Callable[..., Any] | None]:
-    """The agent factory and loss with random network distillation's networks and bonus
-    (`impala_rep.rnd`) when `config.loss.rnd_cost` > 0, else both unchanged (None, auto, is
-    off here: `config` is one `resolve_auto_settings` made concrete, as `prepare` and a run's
-    config.json give it). Picklable, and TensorFlow-free until built or called (the driver
-    imports no TensorFlow)."""
-    cost = config.loss.rnd_cost
-    if not cost:
-        return agent_factory, loss
-    if len(env_spec.observation_shape) != 1:
-        raise ValueError(
-            f"bad rnd_cost {cost}: the novelty bonus needs vector observations, "
-            f"got shape {tuple(env_spec.observation_shape)}; use 0 (off) on images"
-        )
-    # The networks see the declared bounds mapped onto [-1, 1] whatever the agent does (a user's
-    # agent, --no-scale-observations): MountainCar's velocity (+-0.07) would barely move them raw.
-    normalization = _declared_bounds_normalization(env_spec)
-    return (
-        functools.partial(
-            _rnd_agent, policy=agent_factory, observation_normalization=normalization
-        ),
-        functools.partial(
-            _rnd_loss,
-            rnd_cost=float(cost),
-            base_loss=loss,
-            step_costs_only=config.loss.rnd_step_costs_only,
-        ),
-    )
-
-
-def _rnd_agent(*, policy: Callable[[], Any], observation_normalization) -> Any:
-    from impala_rep.rnd import RNDAgent
-
-    return RNDAgent(policy(), observation_normalization=observation_normalization)
-
-
-# RND's agent acts with its policy alone (`RNDAgent.get_weights`, `host_step`).
-_rnd_agent.acting_twin = lambda *, policy, observation_normalization: acting_agent(policy)
-
-
-def _rnd_loss(**kwargs: Any) -> Any:
-    from impala_rep.rnd import rnd_loss_fn
-
-    return rnd_loss_fn(**kwargs)
+    chosen = (*extensions_for(config.loss, env_spec), *extensions)
+    return wrap(chosen, agent_factory=agent_factory, loss=loss)
 
 
 def _builtin_agent_factory(config: TrainConfig, env_spec) -> Callable[[], Any]:
@@ -197,21 +121,7 @@ def _builtin_agent_factory(config: TrainConfig, env_spec) -> Callable[[], Any]:
 def _observation_normalization(config: TrainConfig, env_spec) -> Any:
     """The built-in MLP's input scaling: `_declared_bounds_normalization` when
     `scale_observations`, else None."""
-    return _declared_bounds_normalization(env_spec) if config.agent.scale_observations else None
-
-
-def _declared_bounds_normalization(env_spec) -> Any:
-    """(mean, std) mapping the env's declared bounds onto [-1, 1]; None without bounds
-    (images have their own scaling).
-
-    From the declared Box, not from stepping the env: nothing of the user's env runs in
-    the driver (an env that crashes or hangs does so in an actor, where it is handled),
-    and the numbers are the same in every process and on resume."""
-    from impala_rep.observation_scaling import bounds_normalization
-
-    if env_spec.observation_bounds is None:
-        return None
-    return bounds_normalization(*env_spec.observation_bounds)
+    return declared_bounds_normalization(env_spec) if config.agent.scale_observations else None
 
 
 def check_logdir(logdir: str | None) -> None:
@@ -295,10 +205,16 @@ def prepare(
         if agent_factory is None:  # e.g. a network that does not fit the observation
             agent_factory = _builtin_agent_factory(config, env_spec)
         if users_agent or loss is not None:
-            # The user's loss as the run will call it: under PopArt, as its base loss (which must
-            # report the V-trace targets' moments).
+            # The user's loss as the run will call it: under the extensions that ask something
+            # of their base loss (PopArt: the V-trace targets' moments).
+            from impala_rep.extensions import extensions_for, wrap
+
             checked_factory, checked_loss = (
-                with_popart(config, agent_factory=agent_factory, loss=loss)
+                wrap(
+                    [e for e in extensions_for(config.loss) if e.checks_base_loss],
+                    agent_factory=agent_factory,
+                    loss=loss,
+                )
                 if loss is not None
                 else (agent_factory, loss)
             )

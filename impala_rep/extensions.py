@@ -1,0 +1,244 @@
+"""Extensions: what a run adds to any agent and loss, behind one interface.
+
+PopArt (`--popart`) and random network distillation (`--rnd-cost`) are not agents or losses of
+their own: each wraps whatever agent and loss the run has (built-in or the user's). An
+`Extension` says everything the rest of the package needs to know about one, so the `Learner`,
+the actors and the launchers call the interface and know none of them by name:
+
+- `wrap_agent(builder)` and `wrap_loss(loss)`: the run's agent builder and loss with the
+  extension added. Both stay picklable and TensorFlow-free until called (the driver imports no
+  TensorFlow; actors and the learner build their own copies).
+- the acting twin: an `AgentBuilder` may carry a TensorFlow-free twin that actors act with
+  (`impala_rep.agent_factory.acting_agent`); an extension that leaves acting unchanged (RND:
+  actors act with the policy alone) passes the inner builder's twin on, one that changes it
+  (PopArt: the values actors bootstrap from) drops it.
+- `check_agent(agent)` and `check_output(output)`: the learner refuses an agent or a loss that
+  does not honour the extension (a `Learner` built by hand with `LossConfig(popart=True)` and a
+  plain loss would otherwise train without PopArt, silently).
+- `checks_base_loss`: whether a user's loss is checked before the run as the extension will
+  call it (PopArt asks its base loss for the V-trace targets' moments).
+- `metrics`: the metrics the wrapped loss adds, and what each means (the docs' metric reference
+  is generated from them).
+- state: what an extension keeps lives in its agent's variables, so it is checkpointed with the
+  agent (`Agent.non_trainable_variables`) and published to the actors with the weights; its
+  updates are all-reduced inside the update, so the replicas and the learner hosts of a group
+  agree with nothing more.
+
+`extensions_for(loss_config)` is the one place that maps the configuration to extensions, in
+the order they wrap: PopArt first, then RND, which sees PopArt's agent and loss as the run's
+own. A user's own extension implements `Extension` and is given to `Learner(extensions=...)`
+and `with_extensions(..., extensions=...)` (docs/guide/custom-agents.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from impala_rep.agent_factory import AgentBuilder
+from impala_rep.observation_scaling import declared_bounds_normalization
+
+__all__ = [
+    "Extension",
+    "PopArt",
+    "RandomNetworkDistillation",
+    "EXTENSION_TYPES",
+    "extensions_for",
+    "wrap",
+]
+
+
+@runtime_checkable
+class Extension(Protocol):
+    """What a run adds to any agent and loss (see the module docstring)."""
+
+    # Shown in the docs' metric reference: what turns it on, e.g. "PopArt (`--popart`)".
+    title: str
+    # The metrics the wrapped loss adds: {name: what it means}.
+    metrics: Mapping[str, str]
+    # Whether the extension asks something of the loss it wraps, so that a user's loss is
+    # checked before the run as the extension will call it (PopArt: the targets' moments).
+    checks_base_loss: bool
+
+    def wrap_agent(self, builder: Callable[[], Any]) -> Callable[[], Any]:
+        """The agent builder with the extension added: picklable, TensorFlow-free until called."""
+
+    def wrap_loss(self, loss: Callable[..., Any] | None) -> Callable[..., Any]:
+        """The loss (None: the IMPALA loss) with the extension added: picklable."""
+
+    def check_agent(self, agent: Any) -> None:
+        """Raises ValueError if `agent` (unbuilt) lacks what the extension needs."""
+
+    def check_output(self, output: Any) -> None:
+        """Raises ValueError if the loss's `LossOutput` shows the extension was not applied."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PopArt:
+    """PopArt's head and value normalisation (`impala_rep.popart`), step size `step_size`.
+
+    Its head and statistics are the agent's variables (checkpointed and published with it); the
+    statistics move on the whole batch's targets, all-reduced, so replicas and hosts agree.
+    Actors build the wrapped agent (their values must be the learner's): no acting twin."""
+
+    step_size: float
+
+    title = "PopArt (`--popart`)"
+    checks_base_loss = True
+    metrics = {
+        "popart_mean": "PopArt's running mean of the V-trace targets",
+        "popart_scale": "PopArt's running standard deviation of the V-trace targets",
+    }
+
+    def wrap_agent(self, builder: Callable[[], Any]) -> AgentBuilder:
+        return AgentBuilder(build=functools.partial(_popart_agent, policy=builder))
+
+    def wrap_loss(self, loss: Callable[..., Any] | None) -> Callable[..., Any]:
+        return functools.partial(_popart_loss, step_size=float(self.step_size), base_loss=loss)
+
+    def check_agent(self, agent: Any) -> None:
+        pass  # the loss's check covers it: only PopArt's loss reports `popart_scale`
+
+    def check_output(self, output: Any) -> None:
+        if "popart_scale" not in output.means:
+            raise ValueError(
+                "bad popart True: the loss does not normalise the values (no "
+                "'popart_scale' metric); give the Learner impala_rep.popart."
+                "PopArtAgent(agent) and loss_fn=functools.partial(impala_rep."
+                "popart.popart_loss_fn, step_size=...), or popart False"
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomNetworkDistillation:
+    """Random network distillation's novelty bonus (`impala_rep.rnd`), weighted `cost`.
+
+    `observation_normalization`: `(mean, std)` the networks standardise observations with (the
+    declared bounds mapped onto [-1, 1]), or None. Its fixed target and trained predictor are
+    the agent's variables (checkpointed with it, kept in the learner: actors act with the
+    policy alone, through the policy's acting twin where it has one)."""
+
+    cost: float
+    step_costs_only: bool = False
+    observation_normalization: Any = None
+
+    title = "Random network distillation (`--rnd-cost`)"
+    checks_base_loss = False
+    metrics = {
+        "rnd_loss": "the predictor's loss (summed), trained beside the agent",
+        "rnd_novelty": "the predictor's mean error: how novel the batch's observations are",
+        "rnd_bonus_rms": "root mean square of the weighted bonus added to the rewards "
+        "(0 where off)",
+        "rnd_on": "1 where the bonus applied to the batch, 0 where it did not "
+        "(--rnd-step-costs-only)",
+    }
+
+    def wrap_agent(self, builder: Callable[[], Any]) -> AgentBuilder:
+        return AgentBuilder(
+            build=functools.partial(
+                _rnd_agent, policy=builder, observation_normalization=self.observation_normalization
+            ),
+            twin=getattr(builder, "twin", None),
+        )
+
+    def wrap_loss(self, loss: Callable[..., Any] | None) -> Callable[..., Any]:
+        return functools.partial(
+            _rnd_loss,
+            rnd_cost=float(self.cost),
+            base_loss=loss,
+            step_costs_only=bool(self.step_costs_only),
+        )
+
+    def check_agent(self, agent: Any) -> None:
+        if not callable(getattr(agent, "novelty", None)):
+            raise ValueError(
+                f"bad rnd_cost {self.cost}: a Learner does not add random network "
+                "distillation itself; give it impala_rep.rnd.RNDAgent(agent) and "
+                "loss_fn=functools.partial(impala_rep.rnd.rnd_loss_fn, rnd_cost=...), "
+                "or use rnd_cost 0"
+            )
+
+    def check_output(self, output: Any) -> None:
+        if "rnd_loss" not in output.terms:
+            raise ValueError(
+                f"bad rnd_cost {self.cost}: the loss adds no novelty bonus (no 'rnd_loss' "
+                "term); give the Learner loss_fn=functools.partial(impala_rep.rnd."
+                "rnd_loss_fn, rnd_cost=...), or use rnd_cost 0"
+            )
+
+
+# Every built-in extension, in the order they wrap (the docs list their metrics from here).
+EXTENSION_TYPES = (PopArt, RandomNetworkDistillation)
+
+
+def extensions_for(loss: Any, env_spec: Any = None) -> tuple[Extension, ...]:
+    """The extensions a `LossConfig` turns on, in wrapping order.
+
+    `loss.rnd_cost` None (auto, unresolved) is off here. Given `env_spec` (an
+    `impala_rep.envs.EnvSpec`), RND's networks standardise observations by its declared bounds,
+    and RND on image observations is refused (ValueError)."""
+    extensions: list[Extension] = []
+    if loss.popart:
+        extensions.append(PopArt(step_size=float(loss.popart_step_size)))
+    if loss.rnd_cost:
+        normalization = None
+        if env_spec is not None:
+            if len(env_spec.observation_shape) != 1:
+                raise ValueError(
+                    f"bad rnd_cost {loss.rnd_cost}: the novelty bonus needs vector "
+                    f"observations, got shape {tuple(env_spec.observation_shape)}; use 0 (off) "
+                    "on images"
+                )
+            # RND's networks see the declared bounds mapped onto [-1, 1] whatever the agent
+            # does (a user's agent, --no-scale-observations): MountainCar's velocity (+-0.07)
+            # would barely move them raw.
+            normalization = declared_bounds_normalization(env_spec)
+        extensions.append(
+            RandomNetworkDistillation(
+                cost=float(loss.rnd_cost),
+                step_costs_only=bool(loss.rnd_step_costs_only),
+                observation_normalization=normalization,
+            )
+        )
+    return tuple(extensions)
+
+
+def wrap(
+    extensions: Sequence[Extension],
+    *,
+    agent_factory: Callable[[], Any],
+    loss: Callable[..., Any] | None,
+) -> tuple[Callable[[], Any], Callable[..., Any] | None]:
+    """`agent_factory` and `loss` wrapped by each extension in turn (unchanged for none)."""
+    for extension in extensions:
+        agent_factory, loss = extension.wrap_agent(agent_factory), extension.wrap_loss(loss)
+    return agent_factory, loss
+
+
+# The builders below import TensorFlow only when called, in the process that builds the agent.
+
+
+def _popart_agent(*, policy: Callable[[], Any]) -> Any:
+    from impala_rep.popart import PopArtAgent
+
+    return PopArtAgent(policy())
+
+
+def _popart_loss(**kwargs: Any) -> Any:
+    from impala_rep.popart import popart_loss_fn
+
+    return popart_loss_fn(**kwargs)
+
+
+def _rnd_agent(*, policy: Callable[[], Any], observation_normalization: Any) -> Any:
+    from impala_rep.rnd import RNDAgent
+
+    return RNDAgent(policy(), observation_normalization=observation_normalization)
+
+
+def _rnd_loss(**kwargs: Any) -> Any:
+    from impala_rep.rnd import rnd_loss_fn
+
+    return rnd_loss_fn(**kwargs)
