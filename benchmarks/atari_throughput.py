@@ -16,7 +16,7 @@ import argparse
 
 from throughput import measure
 
-from impala_rep.presets import PRESETS
+from impala_rep.config.presets import PRESETS
 
 
 def main() -> None:

@@ -6,8 +6,8 @@
 What is generated, never typed:
 - docs/reference/cli.md: every command's flags, `train`'s grouped as `train --help` groups
   them, with default, allowed values, the presets' values, what `--resume` does with each
-  and how `auto` resolves (from the config's fields, `impala_rep.presets`,
-  `impala_rep.run.resume` and `impala_rep.auto_settings`);
+  and how `auto` resolves (from the config's fields, `impala_rep.config.presets`,
+  `impala_rep.run.resume` and `impala_rep.config.auto`);
 - docs/reference/metrics.md: the metrics.jsonl / TensorBoard keys, from the declarations
   beside the code that reports them;
 - docs/reference/exit-codes.md: from `impala_rep.run.errors.EXIT_CODES`;
@@ -64,7 +64,7 @@ def _allowed(field) -> str:
 
 
 def _preset_values(key: str) -> str:
-    from impala_rep.presets import PRESETS, env_family_defaults
+    from impala_rep.config.presets import PRESETS, env_family_defaults
     from impala_rep.run.flags import format_value
 
     parts = [
@@ -124,8 +124,8 @@ def _plain_flags(actions: list[argparse.Action]) -> str:
 
 
 def _train_reference(sub: argparse.ArgumentParser) -> str:
-    from impala_rep.auto_settings import AUTO_RULES
     from impala_rep.config import TrainConfig, config_fields
+    from impala_rep.config.auto import AUTO_RULES
     from impala_rep.run.flags import GROUP_TITLES, format_value, group_class
     from impala_rep.run.resume import RESUME_RULES
 

@@ -48,8 +48,8 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from impala_rep.config.validation import STICKY_ACTIONS_RANGE, is_sticky_probability
 from impala_rep.envs.seeding import ALE_SEED_LIMIT, first_sub_env_seed
-from impala_rep.value_checks import STICKY_ACTIONS_RANGE, is_sticky_probability
 
 __all__ = ["AtariChannelsLastVectorEnv", "atari_game", "is_atari_id", "make_atari_vector_env"]
 

@@ -10,7 +10,7 @@ seed to the first of `num_envs` consecutive seeds that all fit.
 
 from __future__ import annotations
 
-import numbers
+from impala_rep.config.validation import is_int
 
 __all__ = ["first_sub_env_seed", "ALE_SEED_LIMIT", "NUMPY_SEED_LIMIT"]
 
@@ -25,7 +25,7 @@ def first_sub_env_seed(seed: int, *, num_envs: int, limit: int) -> int:
     larger ones wrap (two runs collide only if their seeds agree modulo ~2**31).
     ValueError for a negative or non-integer `seed`.
     """
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+    if not is_int(seed) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
     if not 1 <= num_envs < limit:
         raise ValueError(f"num_envs must be in [1, {limit}), got {num_envs}")

@@ -70,7 +70,7 @@ _EXPORTS = {
     "LossConfig": "impala_rep.config",
     "OptimizerConfig": "impala_rep.config",
     "RunConfig": "impala_rep.config",
-    "PRESETS": "impala_rep.presets",
+    "PRESETS": "impala_rep.config.presets",
     # running it
     "train": "impala_rep.run.training",
     "TrainResult": "impala_rep.run.monitor",

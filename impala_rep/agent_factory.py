@@ -14,13 +14,16 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from impala_rep.config import NETWORKS  # the one list of network names (the CLI's choices)
+from impala_rep.config.schema import NETWORKS, TORSOS  # the built-in networks, named once
 
 __all__ = ["AgentBuilder", "make_agent", "acting_agent", "SHALLOW_MIN_IMAGE_SIZE"]
 
 # The shallow torso's "valid" convolutions need this many pixels in height and
 # width: 8x8 stride 4 must leave at least 4x4 for the 4x4 stride 2 conv.
 SHALLOW_MIN_IMAGE_SIZE = 20
+
+# "'shallow', 'deep' or 'minatar'": the networks for images, as messages name them.
+_IMAGE_NETWORKS = ", ".join(repr(t) for t in TORSOS[:-1]) + f" or {TORSOS[-1]!r}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,12 +88,12 @@ def make_agent(
         if len(shape) != 1:
             raise ValueError(
                 f"network='mlp' needs rank-1 observations, got shape {shape}; "
-                f"use 'shallow', 'deep' or 'minatar' for images"
+                f"use {_IMAGE_NETWORKS} for images"
             )
         if use_lstm:
             raise ValueError(
                 "use_lstm=True is not supported with network='mlp'; "
-                "allowed with 'shallow', 'deep' or 'minatar' (or 'auto' on images)"
+                f"allowed with {_IMAGE_NETWORKS} (or 'auto' on images)"
             )
         normalization = (
             None

@@ -26,7 +26,7 @@ import tensorflow as tf
 
 from impala_rep.agent import AgentInputs, AgentOutput, assign_weights, layer_variables, weights_of
 from impala_rep.agent_factory import SHALLOW_MIN_IMAGE_SIZE, make_agent
-from impala_rep.config import NETWORKS  # the one list of network names (the CLI's choices)
+from impala_rep.config.schema import NETWORKS, TORSOS  # the built-in networks, named once
 
 __all__ = [
     "ShallowTorso",
@@ -38,8 +38,6 @@ __all__ = [
     "NETWORKS",
     "SHALLOW_MIN_IMAGE_SIZE",
 ]
-
-TORSOS = ("shallow", "deep", "minatar")
 
 layers = tf.keras.layers
 
@@ -144,6 +142,7 @@ class MinAtarTorso(_LayerStack):
         ]
 
 
+# One class per name in TORSOS (tests/test_networks.py checks the two agree).
 _TORSO_CLASSES = {"shallow": ShallowTorso, "deep": DeepTorso, "minatar": MinAtarTorso}
 
 

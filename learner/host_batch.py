@@ -9,18 +9,38 @@ uint8 buffer (one conversion, one transfer to the device), sliced and bitcast ba
 its leaves inside the graph, and each input layout is traced once into a concrete function
 that later calls use directly. Anything else (tensors, strings, Python numbers) goes leaf
 by leaf, as `tf.function` would take it, through the same per-layout cache.
+
+That cache is bounded: a `TracedCalls` keeps the concrete functions of its
+`LAYOUT_CACHE_SIZE` most recently used layouts (a `BoundedCache`), and warns when it drops
+one that served a single call, the mark of a batch whose shapes change from call to call.
 """
 
 from __future__ import annotations
 
+import collections
 import math
+import threading
+import warnings
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["HostFeed", "TracedCalls", "feed", "pack", "packable", "unpack"]
+__all__ = [
+    "BoundedCache",
+    "HostFeed",
+    "LAYOUT_CACHE_SIZE",
+    "TracedCalls",
+    "feed",
+    "pack",
+    "packable",
+    "unpack",
+]
+
+# Input layouts one TracedCalls keeps traced. A training loop feeds one layout (two with a
+# short last batch); more than this means shapes that change from call to call.
+LAYOUT_CACHE_SIZE = 8
 
 
 def packable(x: Any) -> bool:
@@ -87,8 +107,51 @@ def feed(inputs: Any, leaves: Sequence[Any]) -> HostFeed:
     return HostFeed(inputs, layout, packed, tensors)
 
 
+class BoundedCache:
+    """A mapping of at most `size` entries that drops the least recently used one first.
+
+    Thread-safe (the lock guards the bookkeeping, not the values).
+    """
+
+    def __init__(self, size: int):
+        if size < 1:
+            raise ValueError(f"a BoundedCache needs a size >= 1, got {size}")
+        self.size = size
+        # key -> [value, the times `get` found it]
+        self._entries: collections.OrderedDict[Hashable, list] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: Hashable) -> Any:
+        """The value for `key` (now the most recently used entry), or None."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            self._entries.move_to_end(key)
+            entry[1] += 1
+            return entry[0]
+
+    def put(self, key: Hashable, value: Any) -> int | None:
+        """Stores `value` for `key` as the most recently used entry. Returns None, or, if
+        the least recently used entry was dropped to make room, the times `get` found it:
+        0 for a value that served only the call that stored it."""
+        with self._lock:
+            self._entries[key] = [value, 0]
+            self._entries.move_to_end(key)
+            if len(self._entries) <= self.size:
+                return None
+            return self._entries.popitem(last=False)[1][1]
+
+
 class TracedCalls:
     """`body(inputs, static, *args)` compiled once per input layout, called with host batches.
+
+    The concrete functions of the `LAYOUT_CACHE_SIZE` most recently used layouts are kept;
+    tracing one more drops the least recently used (traced again if it comes back), with a
+    `RuntimeWarning` if that one served a single call.
 
     Args:
       body: the function to trace; `inputs` reaches it as a nest of tensors with the
@@ -99,7 +162,7 @@ class TracedCalls:
     def __init__(self, body: Callable[..., Any], *, jit_compile: bool):
         self._body = body
         self._jit_compile = jit_compile
-        self._traced: dict[Hashable, tuple[Any, Callable]] = {}
+        self._traced = BoundedCache(LAYOUT_CACHE_SIZE)  # key -> (structure, concrete function)
 
     def __call__(self, fed: HostFeed, static: Hashable, *args: tf.Tensor) -> Any:
         """Calls the concrete function for `fed`'s layout (tracing it at its first call).
@@ -115,7 +178,7 @@ class TracedCalls:
         if entry is None or not _same_structure(entry[0], fed.inputs):
             # The structure alone (None leaves) is kept, only when a layout is first traced.
             structure = tf.nest.map_structure(lambda _: None, fed.inputs)
-            entry = self._traced[key] = (
+            entry = (
                 structure,
                 self._trace(
                     structure,
@@ -125,6 +188,15 @@ class TracedCalls:
                     args,
                 ),
             )
+            if self._traced.put(key, entry) == 0:
+                warnings.warn(
+                    "Replicator: tracing a step for a new input layout dropped the least "
+                    f"recently used of the {self._traced.size} layouts it keeps, traced for "
+                    "a single call. A batch whose shapes, dtypes or structure change from "
+                    "call to call is traced anew at every call: keep them fixed",
+                    RuntimeWarning,
+                    stacklevel=3,  # the caller of Replicator.run or repeat
+                )
         return entry[1](*fed.tensors, *args)
 
     def _trace(

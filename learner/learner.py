@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -31,6 +30,7 @@ import tensorflow as tf
 
 from impala_rep.agent import Agent
 from impala_rep.config import LossConfig, OptimizerConfig
+from impala_rep.config.validation import is_int, is_number
 from impala_rep.extensions import Extension, extensions_for
 from impala_rep.learner.checkpointing import agent_trackables, restore_newest_readable
 from impala_rep.learner.gradients import clip_by_global_norm, zero_unless
@@ -45,7 +45,6 @@ from impala_rep.learner.replicator import (
 from impala_rep.learner.staging import StagedBatch, device_batch
 from impala_rep.loss_fn import LossFn, apply_loss, impala_loss_fn
 from impala_rep.unroll import Unroll
-from impala_rep.value_checks import is_number
 
 __all__ = ["Learner", "NonFiniteError"]
 
@@ -116,11 +115,7 @@ class Learner:
         autograph: bool = True,
         extensions: Sequence[Extension] | None = None,
     ):
-        if (
-            isinstance(total_steps, bool)
-            or not isinstance(total_steps, numbers.Integral)
-            or total_steps < 1
-        ):
+        if not is_int(total_steps) or total_steps < 1:
             raise ValueError(f"total_steps must be an integer >= 1, got {total_steps!r}")
         for name, value, cls in (
             ("loss", loss, LossConfig),
@@ -343,7 +338,7 @@ class Learner:
           NonFiniteError: the loss or the gradient was NaN or infinite. That update
             changed neither the weights nor the step counter (earlier passes stay).
         """
-        if isinstance(passes, bool) or not isinstance(passes, numbers.Integral) or passes < 1:
+        if not is_int(passes) or passes < 1:
             raise ValueError(f"passes must be an integer >= 1, got {passes!r}")
         if target_kl is not None and not (is_number(target_kl) and target_kl > 0):
             raise ValueError(f"target_kl must be a number > 0 or None, got {target_kl!r}")
@@ -417,7 +412,7 @@ class Learner:
         steps in total; without this its schedule would continue at the restored step
         count, i.e. at another fraction of the run than the frames done.
         """
-        if isinstance(position, bool) or not isinstance(position, numbers.Integral) or position < 0:
+        if not is_int(position) or position < 0:
             raise ValueError(f"position must be an integer >= 0, got {position!r}")
         self._optimizer.iterations.assign(position)
 

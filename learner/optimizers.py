@@ -8,11 +8,10 @@ builds the one `config.optimizer` names.
 
 from __future__ import annotations
 
-import numbers
-
 import tensorflow as tf
 
 from impala_rep.config import OptimizerConfig
+from impala_rep.config.validation import is_int
 
 __all__ = ["make_optimizer", "paper_rmsprop", "adam"]
 
@@ -57,11 +56,7 @@ def adam(config: OptimizerConfig, *, decay_steps: int) -> tf.keras.optimizers.Op
 
 
 def _linear_decay(learning_rate: float, decay_steps: int):
-    if (
-        isinstance(decay_steps, bool)
-        or not isinstance(decay_steps, numbers.Integral)
-        or decay_steps < 1
-    ):
+    if not is_int(decay_steps) or decay_steps < 1:
         raise ValueError(f"decay_steps must be an integer >= 1, got {decay_steps!r}")
     # Linear decay to 0 over decay_steps, evaluated by Keras at the optimizer's own
     # step counter, so a restored checkpoint (which holds that counter) continues

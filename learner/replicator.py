@@ -27,18 +27,38 @@ implements a collective of its own.
 Gradient semantics: `wrap_optimizer` MEAN-reduces gradients over replicas (scale
 a loss that is a SUM over the shard, as IMPALA's, by `num_replicas()`). A Keras
 optimizer used unwrapped SUMS them instead: N times the mean gradient.
+
+Compiled steps: `run(step_fn, ...)` traces `step_fn` into a graph at its first call and
+reuses that graph while later calls pass an EQUAL step function: the same object, or a
+bound method of the same object (`repeat` keys on the pair `(step_fn, until)`). It is
+`tf.function`'s rule, where a new Python function is a new trace, and what TF-Replicator
+(Buchlovsky et al. 2019) gets from graph mode, where `run` builds the step once and a
+session executes it. The cache is bounded: a Replicator keeps the compiled steps of its
+`STEP_CACHE_SIZE` (8) most recently used step functions, each with the traces of its
+`LAYOUT_CACHE_SIZE` (8) most recently used input layouts (`learner/host_batch.py`). A
+lambda or closure made anew for every call is therefore traced at every call (slow), but
+does not pile up graphs without end; and the Replicator warns (`RuntimeWarning`) when
+compiling a new step drops one that served a single call, which is what such lambdas make it
+do once the cache is full. Dropping a step that was reused (a discarded `Learner`'s, on a
+Replicator shared by many) is the bound at work, and silent.
+
+Why a bound and not an explicit `step = replicator.compile(step_fn)`: every caller here
+(the `Learner`, `HostSync`, the examples) already keeps one step function for its whole
+life, `run(step_fn, inputs)` is the shape of TF-Replicator's and `strategy.run`'s API, and
+`run` would need its cache anyway. A second way to the same compiled step would be more
+API for no caller; the bound and the warning cover the one way to misuse `run`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import numbers
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 import tensorflow as tf
 
+from impala_rep.config.validation import is_int
 from impala_rep.devices import DeviceSpec, parse_devices
 from impala_rep.learner.collectives import (
     CrossReplicaBatchNorm,
@@ -49,12 +69,13 @@ from impala_rep.learner.collectives import (
     num_replicas,
     replica_id,
 )
-from impala_rep.learner.host_batch import HostFeed, TracedCalls, feed, packable
+from impala_rep.learner.host_batch import BoundedCache, HostFeed, TracedCalls, feed, packable
 from impala_rep.learner.strategies import make_strategy
 
 __all__ = [
     "DeviceSpec",
     "Replicator",
+    "STEP_CACHE_SIZE",
     "StagedInputs",
     "CrossReplicaBatchNorm",
     "parse_devices",
@@ -65,6 +86,10 @@ __all__ = [
     "num_replicas",
     "all_reduce_gradients",
 ]
+
+# Step functions a Replicator keeps compiled (see the module docstring). A program uses a few
+# (the Learner one, its HostSync two); a new one per call is what the bound is for.
+STEP_CACHE_SIZE = 8
 
 
 class StagedInputs(NamedTuple):
@@ -107,9 +132,9 @@ class Replicator:
                 f"from devices {self._devices!r}; use one device or no XLA"
             )
         self._jit_compile = bool(jit_compile)
-        # One compiled function per step_fn (a concrete function per input layout):
-        # tracing once and reusing the graph is what makes a replicated step cheap.
-        self._compiled: dict[Any, TracedCalls] = {}
+        # One compiled function per step_fn (a concrete function per input layout), for the
+        # most recently used ones: tracing once and reusing the graph makes a step cheap.
+        self._compiled = BoundedCache(STEP_CACHE_SIZE)
 
     def __repr__(self) -> str:
         return f"Replicator(devices={self._devices!r}, num_replicas={self.num_replicas})"
@@ -142,8 +167,10 @@ class Replicator:
 
         Args:
           step_fn: the computation of one replica, called with that replica's slice
-            of `inputs` (same nested structure). Traced once into a graph; it may
-            call this module's cross-replica primitives.
+            of `inputs` (same nested structure). Traced into a graph at its first call
+            and reused while the same function object comes back (a new lambda per call
+            is traced at every call; see the module docstring); it may call this
+            module's cross-replica primitives.
           inputs: the host batch: a nested structure (dict, tuple, list) of arrays
             or tensors, all with the same size along `batch_axis`; or `stage`'s result
             for it (staged with the same `batch_axis`).
@@ -158,7 +185,7 @@ class Replicator:
         staged = self._staged(inputs, batch_axis, "run")
         compiled = self._compiled.get(step_fn)
         if compiled is None:
-            compiled = self._compiled[step_fn] = self._compile(step_fn)
+            compiled = self._keep(step_fn, step_fn, self._compile(step_fn))
         return list(compiled(staged.feed, batch_axis))
 
     def stage(self, inputs: Any, *, batch_axis: int = 0) -> StagedInputs:
@@ -214,14 +241,28 @@ class Replicator:
           (the last step's results, one per local replica as `run` returns them; the
           number of steps run).
         """
-        if isinstance(times, bool) or not isinstance(times, numbers.Integral) or times < 1:
+        if not is_int(times) or times < 1:
             raise ValueError(f"times must be an integer >= 1, got {times!r}")
         staged = self._staged(inputs, batch_axis, "repeat")
         compiled = self._compiled.get((step_fn, until))
         if compiled is None:
-            compiled = self._compiled[(step_fn, until)] = self._compile_repeated(step_fn, until)
+            compiled = self._keep((step_fn, until), step_fn, self._compile_repeated(step_fn, until))
         results, done = compiled(staged.feed, batch_axis, tf.constant(times, tf.int32))
         return list(results), int(done)
+
+    def _keep(self, key: Any, step_fn: Callable, compiled: TracedCalls) -> TracedCalls:
+        """`compiled` kept for `key`; warns if that dropped a step that served one call."""
+        if self._compiled.put(key, compiled) == 0:
+            name = getattr(step_fn, "__qualname__", type(step_fn).__name__)
+            warnings.warn(
+                f"Replicator: compiling step function {name} dropped the least recently "
+                f"used of the {self._compiled.size} compiled steps it keeps, compiled for a "
+                "single call. A lambda or closure made anew for every call is traced at "
+                "every call: make the step function once and pass that same object",
+                RuntimeWarning,
+                stacklevel=3,  # the caller of run or repeat
+            )
+        return compiled
 
     def _checked(self, inputs: Any, batch_axis: int, caller: str = "run") -> list:
         """`inputs`' leaves, each checked to split evenly along `batch_axis`: numpy arrays

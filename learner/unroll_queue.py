@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from impala_rep.config.validation import is_int
 from impala_rep.unroll import EpisodeStats, Unroll, concat_unrolls, slice_columns
 
 __all__ = ["UnrollQueue", "QueueClosed", "QueueCounts"]
@@ -68,7 +69,7 @@ class UnrollQueue:
     """
 
     def __init__(self, capacity: int):
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+        if not is_int(capacity) or capacity < 1:
             raise ValueError(f"capacity must be an integer >= 1, got {capacity!r}")
         self._capacity = capacity
         self._blocks: collections.deque[_Block] = collections.deque()
@@ -183,7 +184,7 @@ class UnrollQueue:
             holds stays queued.
           queue.Empty: the batch could not be completed within `timeout`.
         """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        if not is_int(batch_size) or batch_size < 1:
             raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:

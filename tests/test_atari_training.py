@@ -8,7 +8,7 @@ pytest.importorskip("ale_py")
 ray = pytest.importorskip("ray")
 
 from impala_rep.config import TrainConfig  # noqa: E402
-from impala_rep.presets import PRESETS  # noqa: E402
+from impala_rep.config.presets import PRESETS  # noqa: E402
 from impala_rep.run.training import train  # noqa: E402
 
 

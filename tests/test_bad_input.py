@@ -294,8 +294,8 @@ def test_the_default_runs_fit_a_small_machine_easily():
     import numpy as np
 
     from impala_rep.config import TrainConfig
+    from impala_rep.config.presets import PRESETS
     from impala_rep.envs import atari
-    from impala_rep.presets import PRESETS
     from impala_rep.run.prepare import resolve_auto_settings
 
     # CartPole, the defaults (auto settings resolved, as a run has them: its learner under
@@ -359,7 +359,7 @@ def test_a_refused_size_says_the_largest_that_fits():
     import numpy as np
 
     from impala_rep.config import TrainConfig
-    from impala_rep.presets import PRESETS
+    from impala_rep.config.presets import PRESETS
 
     config = TrainConfig.from_keys({**PRESETS["atari"], "envs_per_actor": 100_000})
     with pytest.raises(ValueError) as refused:

@@ -614,7 +614,7 @@ def test_a_resumed_run_keeps_the_automatic_settings_it_trained_with(tmp_path):
         _fake_run(tmp_path / "b", normalize_advantages=True, rnd_cost=0.0, kl_cost=0.7)
     ) == (True, 0.0, 0.7)
     # A config.json from before the settings, or with nulls: what runs without them did
-    # (config_json.BEFORE_THE_FIELD), never what auto would choose now.
+    # (legacy.BEFORE_THE_FIELD), never what auto would choose now.
     for name, edit in (("old", dict.pop), ("null", lambda loss, key: loss.update({key: None}))):
         old = _fake_run(tmp_path / name)
         data = json.loads((old / "config.json").read_text())

@@ -21,7 +21,7 @@ def test_every_config_field_has_one_flag_and_its_default(capsys, preset):
     import re
 
     from impala_rep.config import TrainConfig, config_fields
-    from impala_rep.presets import PRESETS
+    from impala_rep.config.presets import PRESETS
     from impala_rep.run.cli import parse_args
     from impala_rep.run.flags import add_config_flags, format_value, is_switch
 

@@ -12,7 +12,7 @@ import pytest
 
 import impala_rep
 from impala_rep.config import config_fields
-from impala_rep.presets import PRESETS
+from impala_rep.config.presets import PRESETS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -91,7 +91,7 @@ def test_headings_are_short():
 
 
 def test_cli_reference_lists_every_flag_preset_value_and_auto_rule():
-    from impala_rep.auto_settings import AUTO_RULES
+    from impala_rep.config.auto import AUTO_RULES
     from impala_rep.run.resume import LOCKED_KEYS
 
     text = (DOCS / "reference" / "cli.md").read_text()

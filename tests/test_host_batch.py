@@ -104,3 +104,27 @@ def test_inputs_that_cannot_be_packed_go_leaf_by_leaf():
         {"w": words, "t": tf.constant([10.0, 20.0]), "c": complex_},
     )[0]
     assert total.numpy().tolist() == [111, 223]
+
+
+def test_the_traced_layouts_are_bounded():
+    """Shapes that change from call to call are traced anew each time, with at most
+    LAYOUT_CACHE_SIZE traces kept per step and a warning once that many are."""
+    from impala_rep.learner.host_batch import LAYOUT_CACHE_SIZE
+
+    traces = []
+
+    def step_fn(batch):
+        traces.append(None)  # Python runs only while tracing
+        return batch["x"] + 1
+
+    replicator = Replicator("cpu")
+    shapes = [(rows, 1) for rows in range(1, LAYOUT_CACHE_SIZE + 3)]
+    with pytest.warns(RuntimeWarning, match="change from call to call") as caught:
+        for shape in shapes:
+            np.testing.assert_array_equal(replicator.run(step_fn, {"x": np.zeros(shape)})[0], 1)
+        replicator.run(step_fn, {"x": np.zeros(shapes[0])})  # dropped: traced again
+    assert len(traces) == len(shapes) + 1
+    assert len(replicator._compiled.get(step_fn)._traced) == LAYOUT_CACHE_SIZE
+    assert len(caught) == 3 and all(w.filename == __file__ for w in caught)
+    replicator.run(step_fn, {"x": np.zeros(shapes[-1])})  # a recent layout: kept
+    assert len(traces) == len(shapes) + 1

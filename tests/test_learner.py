@@ -25,6 +25,10 @@ from impala_rep.config import LossConfig, OptimizerConfig
 from impala_rep.learner.learner import Learner
 from impala_rep.learner.optimizers import paper_rmsprop
 
+# Learners that take one step share the module's Replicator: past its bound on compiled steps,
+# dropping theirs (each served a single call) warns as a fresh lambda per call would.
+pytestmark = pytest.mark.filterwarnings("ignore:Replicator. compiling step function:RuntimeWarning")
+
 WORKER = pathlib.Path(__file__).with_name("learner_worker.py")
 T, B, A, OBS = 4, 6, 3, 5
 DEFAULT_LOSS = LossConfig()  # frozen, so one shared instance is a safe default

@@ -5,6 +5,7 @@ process it runs in, and TensorFlow's devices can be configured only once per pro
 run of SMALL serves every test that needs a finished run: each takes a copy of its folder.
 """
 
+import inspect
 import json
 import pathlib
 import shutil
@@ -283,3 +284,42 @@ def test_the_evaluate_command_plays_the_final_checkpoint_quietly(local_run, tmp_
     assert result["checkpoint"].endswith(f"ckpt-{steps}") and result["frames"] == frames
     assert len(result["returns"]) == 6 and all(1 <= r <= 500 for r in result["returns"])
     assert f"mean return {np.mean(result['returns']):.2f}" in done.stdout
+
+
+def _mismatches(implementation, protocol) -> list[str]:
+    """What `implementation` (an instance) lacks of `protocol`: a missing attribute or method,
+    or a method that does not take the protocol's parameters (same names, kinds and defaults;
+    any further ones optional)."""
+    found = [name for name in protocol.__annotations__ if not hasattr(implementation, name)]
+    for name, spec in vars(protocol).items():
+        if name.startswith("_") or not callable(spec):
+            continue
+        method = getattr(type(implementation), name, None)
+        if not callable(method):
+            found.append(f"{name}: missing")
+            continue
+        want = list(inspect.signature(spec).parameters.values())[1:]  # without self
+        have = list(inspect.signature(method).parameters.values())[1:]
+        extra = have[len(want) :]
+        if [(p.name, p.kind, p.default) for p in have[: len(want)]] != [
+            (p.name, p.kind, p.default) for p in want
+        ] or any(
+            p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in extra
+        ):
+            found.append(f"{name}{inspect.signature(method)} for {name}{inspect.signature(spec)}")
+    return found
+
+
+def test_both_launchers_and_their_fleets_follow_the_protocols():
+    """The driver holds a launcher only through `training.Launcher`, the supervisor a fleet
+    only through `supervisor.ActorFleet`: both launchers answer every call they make, with
+    the same parameters. Built without a plan, which only `start` reads: no Ray starts."""
+    from impala_rep.run.launch_local import LocalLauncher, _ThreadActorFleet
+    from impala_rep.run.launch_ray import RayLauncher, _RayActorFleet
+    from impala_rep.run.supervisor import ActorFleet
+    from impala_rep.run.training import Launcher
+
+    for launcher in (LocalLauncher(None), RayLauncher(None)):
+        assert _mismatches(launcher, Launcher) == [], type(launcher).__name__
+    for fleet in (_ThreadActorFleet(None, None), _RayActorFleet(None, None)):
+        assert _mismatches(fleet, ActorFleet) == [], type(fleet).__name__

@@ -39,6 +39,20 @@ def random_state(b, seed):
     return tuple(tf.constant(rng.normal(size=(b, LSTM)).astype(np.float32)) for _ in range(2))
 
 
+def test_every_torso_name_has_its_class_and_every_class_its_name():
+    # The names are stated once, TensorFlow-free (`impala_rep.config.schema`); the classes
+    # live here, keyed by them.
+    from impala_rep import networks
+    from impala_rep.config import NETWORKS
+    from impala_rep.config.schema import TORSOS
+
+    assert tuple(networks._TORSO_CLASSES) == TORSOS
+    assert NETWORKS == ("auto", "mlp", *TORSOS)
+    assert networks.TORSOS is TORSOS and networks.NETWORKS is NETWORKS
+    for name in TORSOS:
+        assert isinstance(CNNAgent(num_actions=A, torso=name)._torso, networks._TORSO_CLASSES[name])
+
+
 @pytest.mark.parametrize("torso", ["shallow", "deep"])
 @pytest.mark.parametrize("use_lstm", [False, True])
 def test_output_shapes(torso, use_lstm):

@@ -11,6 +11,7 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[1]
 MODULES = [
     "impala_rep",
+    "impala_rep.config",
     "impala_rep.actors",
     "impala_rep.learner",
     "impala_rep.envs",

@@ -220,6 +220,72 @@ def test_run_and_repeat_refuse_inputs_without_an_array_naming_themselves(call, k
         getattr(Replicator("cpu"), call)(lambda inputs: inputs, {"state": ()}, **kwargs)
 
 
+def test_the_same_step_function_is_traced_once_while_recently_used():
+    """One trace per step function however often it comes back, a bound method of one object
+    included (a new bound method object at each attribute access); the cache drops the least
+    RECENTLY USED step, so one in use survives any number of newer ones."""
+    from impala_rep import Replicator
+    from impala_rep.learner.replicator import STEP_CACHE_SIZE
+
+    class Model:
+        traces = 0
+
+        def step(self, batch):
+            Model.traces += 1  # Python: runs only while tracing
+            return batch["x"] * 2.0
+
+    replicator, model = Replicator("cpu"), Model()
+    x = {"x": np.arange(4, dtype=np.float32).reshape(2, 2)}
+    for _ in range(3):
+        np.testing.assert_array_equal(replicator.run(model.step, x)[0], x["x"] * 2)
+    others = [lambda batch, i=i: batch["x"] + i for i in range(2 * STEP_CACHE_SIZE)]
+    with pytest.warns(RuntimeWarning, match="make the step function once"):
+        for other in others:  # the model's step, used between them, stays among the recent
+            replicator.run(other, x)
+            replicator.run(model.step, x)
+    assert Model.traces == 1
+
+
+def test_fresh_lambdas_do_not_grow_the_compile_cache():
+    """A new lambda per call is traced at every call (as a new `tf.function` would be), but
+    the cache keeps at most STEP_CACHE_SIZE compiled steps, and says why once it is full."""
+    from impala_rep import Replicator
+    from impala_rep.learner.replicator import STEP_CACHE_SIZE
+
+    replicator = Replicator("cpu")
+    x = {"x": np.ones((2, 1), np.float32)}
+    extra = 3
+    with pytest.warns(RuntimeWarning, match="traced at every call") as caught:
+        for i in range(STEP_CACHE_SIZE + extra):
+            assert float(replicator.run(lambda batch, i=i: batch["x"] + i, x)[0][0, 0]) == 1 + i
+        for i in range(extra):  # repeat's (step, until) pairs share the same bound
+            until = lambda r, i=i: r[0, 0] > i  # noqa: E731 (a new function per call)
+            replicator.repeat(lambda batch: batch["x"], x, times=2, until=until)
+    assert len(replicator._compiled) == STEP_CACHE_SIZE
+    dropped = [w for w in caught if "least recently used" in str(w.message)]
+    assert len(dropped) == 2 * extra
+    assert all(w.filename == __file__ for w in dropped)  # points at the caller's line
+
+
+def test_steps_that_were_reused_are_dropped_silently():
+    """More long-lived step functions than the cache holds (learners made one after another on
+    a shared Replicator): the oldest are dropped, with no warning of fresh lambdas."""
+    import warnings
+
+    from impala_rep import Replicator
+    from impala_rep.learner.replicator import STEP_CACHE_SIZE
+
+    replicator = Replicator("cpu")
+    x = {"x": np.ones((2, 1), np.float32)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for i in range(STEP_CACHE_SIZE + 2):
+            step = lambda batch, i=i: batch["x"] * i  # noqa: E731 (one learner's step)
+            for _ in range(2):
+                replicator.run(step, x)
+    assert len(replicator._compiled) == STEP_CACHE_SIZE
+
+
 # The optimizer mistakes docs/guide/replicator.md describes, on 2 logical CPUs: an
 # optimizer made outside scope() (warned of), and a Keras optimizer used unwrapped
 # (Keras sums the replicas' gradients; not detectable, so pinned here as documented).

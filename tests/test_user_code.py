@@ -9,8 +9,8 @@ import sys
 import pytest
 from in_process_cli import refused_in_process
 
-from impala_rep.code_spec import parse_code_spec
 from impala_rep.config import TrainConfig
+from impala_rep.config.code_specs import parse_code_spec
 from impala_rep.run.user_code import agent_builder, load
 
 FACTORY = """

@@ -12,8 +12,8 @@ import sys
 
 # TensorFlow-, gymnasium- and Ray-free: `--help` and misuse stay fast.
 from impala_rep.config import TrainConfig, field_for
+from impala_rep.config.presets import PRESETS, preset_keys
 from impala_rep.devices import parse_devices
-from impala_rep.presets import PRESETS, preset_keys
 from impala_rep.run.errors import EXIT_BAD_INPUT, EXIT_DONE, EXIT_FAILED
 from impala_rep.run.evaluation import POLICIES
 from impala_rep.run.flags import add_config_flags, config_values, positive_int, seed_int
@@ -96,7 +96,7 @@ def build_parser(
 ) -> argparse.ArgumentParser:
     """The `impala-rep` parser; `explicit_only` leaves out train's defaults, so the
     namespace holds just the flags that were given. `preset` and `env` choose train's
-    defaults (`impala_rep.presets.preset_keys`)."""
+    defaults (`impala_rep.config.presets.preset_keys`)."""
     parser = argparse.ArgumentParser(prog="impala-rep", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo = commands.add_parser(

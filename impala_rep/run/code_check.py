@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from impala_rep.code_spec import CODE_SPEC_FORMS
 from impala_rep.config import LossConfig
+from impala_rep.config.code_specs import CODE_SPEC_FORMS
 from impala_rep.run.errors import one_line
 from impala_rep.unroll import UnrollSpec
 

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from impala_rep.value_checks import SEED_RANGE, is_seed
+from impala_rep.config.validation import SEED_RANGE, is_int, is_seed
 
 __all__ = [
     "Evaluation",
@@ -120,13 +120,13 @@ def evaluate_run(
       FileNotFoundError: none of its checkpoints is readable.
       EvaluationIncomplete: see `frame_budget`.
     """
-    num_envs = min(10, episodes) if num_envs is None and isinstance(episodes, int) else num_envs
+    num_envs = min(10, episodes) if num_envs is None and is_int(episodes) else num_envs
     for name, value in (
         ("episodes", episodes),
         ("num_envs", num_envs),
         ("frame_budget", frame_budget),
     ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if not is_int(value) or value < 1:
             raise EvaluationSetupError(f"bad {name} {value!r}: must be a positive integer")
     if num_envs > episodes:
         raise EvaluationSetupError(

@@ -6,7 +6,7 @@ effective defaults (the dataclasses' own, overlaid by a `--preset`), and its
 `dest` is the field's key, so the parsed namespace feeds
 `TrainConfig.from_keys` as it is. Flags are grouped by what they configure (the
 config's groups), and a setting left to auto says how it resolves
-(`impala_rep.auto_settings`).
+(`impala_rep.config.auto`).
 
 The parsers read the text: `int`, `float`, `str`, `bool` (a switch, `--x` or `--no-x`),
 `tuple[int, ...]` as `64,64`, and `X | None` also as the word `none`. The
@@ -24,9 +24,14 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from impala_rep.auto_settings import AUTO_RULES
 from impala_rep.config import ConfigField, TrainConfig, config_fields
-from impala_rep.value_checks import SEED_RANGE, STICKY_ACTIONS_RANGE, is_seed, is_sticky_probability
+from impala_rep.config.auto import AUTO_RULES
+from impala_rep.config.validation import (
+    SEED_RANGE,
+    STICKY_ACTIONS_RANGE,
+    is_seed,
+    is_sticky_probability,
+)
 
 __all__ = [
     "add_config_flags",

@@ -21,8 +21,8 @@ __all__ = ["LocalLauncher"]
 
 
 class LocalLauncher:
-    """Builds the learner service in this process and runs the actors as threads; see
-    `impala_rep.run.training` for the calls a launcher answers."""
+    """Builds the learner service in this process and runs the actors as threads: a
+    `impala_rep.run.training.Launcher`."""
 
     def __init__(self, plan: RunPlan):
         self._plan = plan

@@ -33,8 +33,8 @@ _LEARNER_SILENT = "the learner stopped answering (no reply within its time limit
 
 
 class RayLauncher:
-    """Starts (or joins) Ray, the learner group and the actors; see `impala_rep.run.training`
-    for the calls a launcher answers."""
+    """Starts (or joins) Ray, the learner group and the actors: a
+    `impala_rep.run.training.Launcher`."""
 
     def __init__(self, plan: RunPlan):
         self._plan = plan

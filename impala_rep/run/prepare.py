@@ -17,8 +17,8 @@ import pathlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from impala_rep.auto_settings import AUTO_KL_COST, AUTO_RND_COST, resolve_auto_settings
 from impala_rep.config import AgentConfig, TrainConfig
+from impala_rep.config.auto import AUTO_KL_COST, AUTO_RND_COST, resolve_auto_settings
 from impala_rep.extensions import Extension
 from impala_rep.observation_scaling import declared_bounds_normalization
 from impala_rep.run.errors import SetupError

@@ -7,13 +7,8 @@ actors (Ray processes, `run/launch_ray.py`, or threads in this process,
 metrics, the progress line, TensorBoard and events (`run/monitor.py`). The
 driver loop below only connects them; training never passes through it.
 
-A launcher answers: `connect()` (starts or joins Ray, if it uses it), `start()` (the
-learner starts building, restored on resume; `fleet` can start actors from then on),
-`wait_started() -> LearnerReport` (the learner built), `restored_from`, `fleet`
-(where actors run: the `ActorFleet` the driver's `ActorSupervisor` fills),
-`placement()`, `report() -> LearnerReport` (raises `LearnerLost`), `stop_learner()
--> checkpoint` (raises `LearnerLost`), `close()` (actors stopped, Ray shut down)
-and `abort()` (a second signal).
+What the driver asks of a launcher is the `Launcher` protocol below, as what the
+supervisor asks of the actors' side is `run/supervisor.py`'s `ActorFleet`.
 """
 
 from __future__ import annotations
@@ -21,17 +16,77 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from impala_rep.config import TrainConfig
+from impala_rep.learner.report import LearnerReport
 from impala_rep.run.errors import LearnerLost, SetupError, TrainingFailed, TrainingInterrupted
 from impala_rep.run.monitor import Monitor, TrainResult
 from impala_rep.run.prepare import RunPlan, prepare
 from impala_rep.run.ray_setup import prepare_ray_import
 from impala_rep.run.shutdown import StopSignals
-from impala_rep.run.supervisor import ActorCrashLoop, ActorSupervisor
+from impala_rep.run.supervisor import ActorCrashLoop, ActorFleet, ActorSupervisor
 
-__all__ = ["train", "TrainResult", "SetupError", "TrainingFailed", "TrainingInterrupted"]
+__all__ = [
+    "train",
+    "Launcher",
+    "TrainResult",
+    "SetupError",
+    "TrainingFailed",
+    "TrainingInterrupted",
+]
+
+
+class Launcher(Protocol):
+    """Starts a run's learner and actors, and answers the driver about them.
+
+    `RayLauncher` (Ray processes, `run/launch_ray.py`) and `LocalLauncher` (threads in this
+    process, `run/launch_local.py`) implement it; each is built from the `RunPlan`. The
+    driver calls `connect`, `start`, `wait_started`, `placement`, then `report` until the
+    run is done, `stop_learner` and a last `report`; `close` always, once, at the end;
+    `abort` from the handler of a second signal, at any time.
+    """
+
+    fleet: ActorFleet | None
+    """Where actors run: the `ActorFleet` the driver's `ActorSupervisor` fills. None
+    until `start` has returned."""
+
+    restored_from: str | None
+    """The checkpoint the learner was restored from, once `wait_started` has returned;
+    None for a fresh start."""
+
+    def connect(self) -> None:
+        """Starts or joins what the run runs on (Ray, for the Ray launcher). SetupError if
+        that cannot be done or could never place the run."""
+
+    def start(self) -> None:
+        """Starts building the learner (restored, on resume); `fleet` can start actors from
+        then on. TrainingFailed if the learner could not start."""
+
+    def wait_started(self) -> LearnerReport:
+        """Waits until the learner is built (and restored); its first report.
+        TrainingFailed if it could not start."""
+
+    def placement(self) -> str | None:
+        """A line saying where the learner and the actors run, worth printing (on a
+        cluster); None when there is nothing to say. TrainingFailed if they could not
+        be placed."""
+
+    def report(self) -> LearnerReport:
+        """The learner's latest report. LearnerLost if it is gone or does not answer."""
+
+    def stop_learner(self) -> tuple[str, int] | None:
+        """Stops training (actors blocked on the learner's full queue are released) and
+        writes the final checkpoint: (path, learner step), or None when none was written.
+        LearnerLost if the learner is gone or did not stop."""
+
+    def close(self) -> None:
+        """Stops the actors and frees what `connect` and `start` started (an embedded
+        Ray is shut down), whatever state the run is in."""
+
+    def abort(self) -> None:
+        """A second signal: no time for a clean stop, but nothing the run started may
+        outlive this process."""
 
 
 def train(
@@ -99,7 +154,7 @@ def train(
     return result
 
 
-def _drive(launcher, monitor: Monitor, signals: StopSignals, plan: RunPlan) -> str | None:
+def _drive(launcher: Launcher, monitor: Monitor, signals: StopSignals, plan: RunPlan) -> str | None:
     """Starts the run, watches it until it is done, fails or is stopped, and stops it;
     returns why it failed (None: it did not)."""
     config = plan.config
@@ -161,7 +216,7 @@ def _drive(launcher, monitor: Monitor, signals: StopSignals, plan: RunPlan) -> s
     return failure or monitor.write_failure
 
 
-def _learner_lost(launcher) -> str | None:
+def _learner_lost(launcher: Launcher) -> str | None:
     try:
         launcher.report()
     except LearnerLost as err:
@@ -169,7 +224,7 @@ def _learner_lost(launcher) -> str | None:
     return None
 
 
-def _launcher(plan):
+def _launcher(plan: RunPlan) -> Launcher:
     if plan.config.run.launcher == "local":
         from impala_rep.run.launch_local import LocalLauncher
 

@@ -29,7 +29,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from impala_rep.code_spec import CODE_SPEC_FORMS, parse_code_spec
+from impala_rep.config.code_specs import CODE_SPEC_FORMS, parse_code_spec
 
 __all__ = ["load", "agent_builder", "resolve_agent_and_loss"]
 

@@ -5,14 +5,17 @@ layouts are read: the flat one (one object of keys, before the config was groupe
 and grouped ones that lack fields added since. A field added later takes its
 default, except where that default is not what a run without the field did
 (`BEFORE_THE_FIELD`): a resumed older run keeps behaving as it did.
+
+It is given the config's fields (`impala_rep.config.schema.config_fields`) rather than
+importing them, so the schema can read config.json with it and no import goes in a circle.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from impala_rep.config import config_fields
+from impala_rep.config.validation import ConfigField
 
 __all__ = ["flat_keys_of", "BEFORE_THE_FIELD"]
 
@@ -35,10 +38,11 @@ BEFORE_THE_FIELD = {
 _RENAMED_KEYS = {"checkpoint_every_s": "checkpoint_every", "report_every_s": "report_every"}
 
 
-def flat_keys_of(data: Mapping[str, Any]) -> dict[str, Any]:
+def flat_keys_of(data: Mapping[str, Any], fields: Iterable[ConfigField]) -> dict[str, Any]:
     """`{key: value}` (the config's keys, as flags and presets use them) from a config.json's
-    contents; ValueError naming any field this version does not know."""
-    fields = list(config_fields())
+    contents, given every field of this version's config; ValueError naming any field it does
+    not know."""
+    fields = list(fields)
     groups = {f.group for f in fields}
     if all(isinstance(data.get(group, {}), Mapping) for group in groups) and set(data) <= groups:
         flat = {}

@@ -1,18 +1,30 @@
-"""How a config group declares a field and checks its values (TensorFlow-free).
+"""The checks a setting's value goes through, and how a config group declares a field
+(TensorFlow-free).
 
-`impala_rep.config` builds every group's fields with `field` and validates them
-in `__post_init__` with the checks here; an error names the field by its *key*
-(the flag without dashes), as flags, presets and `--resume` do.
+The config groups (`impala_rep.config.schema`) build every field with `field` and validate
+them in `__post_init__` with the checks here; an error names the field by its *key* (the flag
+without dashes), as flags, presets and `--resume` do. The flag parsers (`impala_rep.run.flags`),
+the env builders (`impala_rep.envs`) and the learner's arguments reuse the same rules
+(`is_int`, `is_seed`, ...) and the same words for them, so the allowed range never drifts apart.
+
+A leaf module: it imports nothing of the project.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+from numbers import Integral, Real
 from typing import Any
 
-from impala_rep.value_checks import is_int, is_number, require
-
 __all__ = [
+    "STICKY_ACTIONS_RANGE",
+    "SEED_RANGE",
+    "require",
+    "is_int",
+    "is_number",
+    "is_sticky_probability",
+    "is_seed",
     "ConfigField",
     "field",
     "key_of",
@@ -21,6 +33,40 @@ __all__ = [
     "numbers",
     "declared_choices",
 ]
+
+STICKY_ACTIONS_RANGE = "a probability in [0, 1)"
+SEED_RANGE = "an integer in [0, 2**32)"
+
+
+# --- one value ------------------------------------------------------------------------------
+
+
+def require(condition: bool, key: str, value: Any, allowed: str) -> None:
+    """ValueError `bad KEY VALUE: ALLOWED` unless `condition`."""
+    if not condition:
+        raise ValueError(f"bad {key} {value!r}: {allowed}")
+
+
+def is_int(value: Any) -> bool:
+    """Whether `value` is an integer (Python's or numpy's), and not a bool."""
+    return isinstance(value, Integral) and not isinstance(value, bool)
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def is_sticky_probability(value: Any) -> bool:
+    """Whether `value` is a repeat-action probability: 1 would never take the chosen action."""
+    return is_number(value) and 0.0 <= value < 1.0
+
+
+def is_seed(value: Any) -> bool:
+    """Whether `value` can seed a run (numpy's SeedSequence takes no negative entropy)."""
+    return is_int(value) and 0 <= value < 2**32
+
+
+# --- a config group's fields ----------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +122,7 @@ def bools(config: Any, *names: str, auto: bool = False) -> None:
 def numbers(
     config: Any, names: tuple[str, ...], ok, allowed: str, *, optional: bool = False
 ) -> None:
+    """Each named field is a finite number for which `ok` holds; with `optional`, also None."""
     for name in names:
         value = getattr(config, name)
         if value is None and optional:

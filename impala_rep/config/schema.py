@@ -9,8 +9,8 @@ group it needs, as it is (the `Learner` takes `LossConfig` and
 A field's metadata holds its help text and, where it is not `--` + its name,
 its flag. Presets, `--resume` changes and error messages name a field by its
 *key*: the flag without dashes (`--learner-devices` -> `learner_devices`).
-A leaf module (it imports only `impala_rep.devices`, `.code_spec`, `.config_checks`,
-`.value_checks`): values are checked without importing TensorFlow, gymnasium or Ray.
+It imports only `impala_rep.devices` and the config package's `validation`, `code_specs`
+and `legacy`: values are checked without importing TensorFlow, gymnasium or Ray.
 """
 
 from __future__ import annotations
@@ -19,29 +19,24 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from impala_rep.code_spec import parse_code_spec
-from impala_rep.config_checks import (
-    ConfigField,
-)
-from impala_rep.config_checks import (
-    bools as _bools,
-)
-from impala_rep.config_checks import (
-    declared_choices as _declared_choices,
-)
-from impala_rep.config_checks import field as _field
-from impala_rep.config_checks import key_of as _key_of
-from impala_rep.config_checks import numbers as _numbers
-from impala_rep.config_checks import positive_ints as _positive_ints
-from impala_rep.devices import parse_devices
-from impala_rep.value_checks import (
+from impala_rep.config.code_specs import parse_code_spec
+from impala_rep.config.legacy import flat_keys_of
+from impala_rep.config.validation import (
     SEED_RANGE,
     STICKY_ACTIONS_RANGE,
+    ConfigField,
     is_int,
     is_seed,
     is_sticky_probability,
     require,
 )
+from impala_rep.config.validation import bools as _bools
+from impala_rep.config.validation import declared_choices as _declared_choices
+from impala_rep.config.validation import field as _field
+from impala_rep.config.validation import key_of as _key_of
+from impala_rep.config.validation import numbers as _numbers
+from impala_rep.config.validation import positive_ints as _positive_ints
+from impala_rep.devices import parse_devices
 
 __all__ = [
     "TrainConfig",
@@ -56,12 +51,16 @@ __all__ = [
     "REWARD_CLIPPING",
     "LAUNCHERS",
     "OPTIMIZERS",
-    "ConfigField",
+    "TORSOS",
     "config_fields",
     "field_for",
 ]
 
-NETWORKS = ("auto", "mlp", "shallow", "deep", "minatar")
+# The built-in networks, named once here (TensorFlow-free, for the flag's choices):
+# `impala_rep.networks` builds a torso class for each CNN name (tests/test_networks.py checks
+# they agree), `impala_rep.agent_factory` picks among them.
+TORSOS = ("shallow", "deep", "minatar")  # the CNN torsos
+NETWORKS = ("auto", "mlp", *TORSOS)
 REWARD_CLIPPING = ("abs_one", "none")
 LAUNCHERS = ("ray", "local")
 OPTIMIZERS = ("rmsprop", "adam")
@@ -121,8 +120,7 @@ class AgentConfig:
     network: str = _field(
         "auto",
         "agent network: auto (MLP for vectors, shallow IMPALA CNN for "
-        "images, minatar for images under 20x20), mlp, shallow, deep, "
-        "minatar",
+        "images, minatar for images under 20x20), " + ", ".join(NETWORKS[1:]),
         choices=NETWORKS,
     )
     use_lstm: bool = _field(
@@ -236,7 +234,7 @@ class LearnerConfig:
         flag="--checkpoint-every",
         metavar="SECONDS",
     )
-    # None is auto: impala_rep.auto_settings decides it (and says how in the help).
+    # None is auto: impala_rep.config.auto decides it (and says how in the help).
     xla: bool | None = _field(
         None,
         "compile the learner's step with XLA; one device on one host only",
@@ -288,11 +286,6 @@ class LearnerConfig:
                 f"must split evenly over {where}; use a multiple of {total}",
             )
 
-    @property
-    def host_batch_size(self) -> int:
-        """Columns each learner host trains on per step."""
-        return self.batch_size // self.hosts
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class LossConfig:
@@ -312,7 +305,7 @@ class LossConfig:
         "min(rA, clip(r, 1-epsilon, 1+epsilon)A) on V-trace advantages, r = pi/mu",
     )
     # kl_cost, normalize_advantages and rnd_cost: None is auto, decided (and described in the
-    # help) by impala_rep.auto_settings.
+    # help) by impala_rep.config.auto.
     kl_cost: float | None = _field(
         None, "weight of KL(behaviour policy || learner policy) in the loss", metavar="C"
     )
@@ -569,10 +562,8 @@ class TrainConfig:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TrainConfig:
         """The inverse of `to_json`; also reads config.json files of earlier versions
-        (`impala_rep.config_json`). Unknown fields raise ValueError."""
-        from impala_rep.config_json import flat_keys_of  # a module of its own: older layouts
-
-        return cls.from_keys(flat_keys_of(data))
+        (`impala_rep.config.legacy`). Unknown fields raise ValueError."""
+        return cls.from_keys(flat_keys_of(data, config_fields()))
 
     # --- derived quantities --------------------------------------------------------------
     @property

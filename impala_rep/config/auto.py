@@ -6,7 +6,7 @@ config.json (and a resumed run) holds what the run did; the flags' help and the
 generated reference (docs/reference/cli.md) print the same words. Why each rule is what
 it is: docs/notebook.md, the entry named in the rule's `why`.
 
-A leaf module (numpy-, TensorFlow- and Ray-free), as `impala_rep.config` is.
+It imports no numpy, TensorFlow or Ray, as none of `impala_rep.config` does.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from impala_rep.config import TrainConfig
+from impala_rep.config.legacy import BEFORE_THE_FIELD
+from impala_rep.config.schema import TrainConfig
 from impala_rep.devices import DeviceSpec, parse_devices
 
 __all__ = [
@@ -126,9 +127,7 @@ def resolve_auto_settings(
     On resume, `saved` is the run's own config, and a rule `kept_on_resume` takes what the
     run trained with (its checkpoint holds RND's networks or not), not what the rule would
     choose now; where the saved config has none (a config.json from before the setting
-    existed, or a null in it), what runs without it did (`config_json.BEFORE_THE_FIELD`)."""
-    from impala_rep.config_json import BEFORE_THE_FIELD
-
+    existed, or a null in it), what runs without it did (`legacy.BEFORE_THE_FIELD`)."""
     kind = run_kind(config, observation_shape, users_code=users_code)
     changes = {}
     for rule in AUTO_RULES:
