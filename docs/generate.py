@@ -179,7 +179,6 @@ def _train_reference(sub: argparse.ArgumentParser) -> str:
 def metrics_reference() -> str:
     from impala_rep import losses
     from impala_rep.extensions import EXTENSION_TYPES
-    from impala_rep.learner import reward_scale
     from impala_rep.loss_fn import LEARNER_METRICS
     from impala_rep.run.monitor import RECORD_FIELDS
 
@@ -202,11 +201,6 @@ def metrics_reference() -> str:
             "The IMPALA loss",
             "`impala_rep.losses.METRICS`",
             {k: v for k, v in losses.METRICS.items() if k not in RECORD_FIELDS},
-        ),
-        (
-            "Reward scaling (`--normalize-rewards`)",
-            "`impala_rep.learner.reward_scale.METRICS`",
-            reward_scale.METRICS,
         ),
         *(
             (kind.title, f"`impala_rep.extensions.{kind.__name__}.metrics`", kind.metrics)

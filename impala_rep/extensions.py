@@ -19,15 +19,22 @@ the actors and the launchers call the interface and know none of them by name:
   call it (PopArt asks its base loss for the V-trace targets' moments).
 - `metrics`: the metrics the wrapped loss adds, and what each means (the docs' metric reference
   is generated from them).
-- state: what an extension keeps lives in its agent's variables, so it is checkpointed with the
-  agent (`Agent.non_trainable_variables`) and published to the actors with the weights; its
-  updates are all-reduced inside the update, so the replicas and the learner hosts of a group
-  agree with nothing more.
+- state: what an extension keeps in the graph lives in its agent's variables, so it is
+  checkpointed with the agent (`Agent.non_trainable_variables`) and published to the actors with
+  the weights; its updates are all-reduced inside the update, so the replicas and the learner
+  hosts of a group agree with nothing more.
+- `batch_transform()`: the learner-host side, for an extension that changes the batches before
+  they reach the devices (reward scaling divides the rewards), or None. A `BatchTransform` says
+  what each batch contributes to its state (`part`), how parts merge (every host of a group
+  merges every host's, in host order, so all of them transform alike), what it does to a batch
+  (`apply`), its metrics, and its state in a checkpoint (`checkpoint_key`, `state_size`,
+  `state`, `restore`). The learner service runs them in the order of the extensions.
 
 `extensions_for(loss_config)` is the one place that maps the configuration to extensions, in
-the order they wrap: PopArt first, then RND, which sees PopArt's agent and loss as the run's
-own. A user's own extension implements `Extension` and is given to `Learner(extensions=...)`
-and `with_extensions(..., extensions=...)` (docs/guide/custom-agents.md).
+the order they wrap: reward scaling, PopArt, then RND, which sees PopArt's agent and loss as
+the run's own. A user's own extension implements `Extension` and is given to
+`Learner(extensions=...)` and `with_extensions(..., extensions=...)`
+(docs/guide/custom-agents.md).
 """
 
 from __future__ import annotations
@@ -42,12 +49,42 @@ from impala_rep.observation_scaling import declared_bounds_normalization
 
 __all__ = [
     "Extension",
+    "BatchTransform",
+    "RewardScaling",
     "PopArt",
     "RandomNetworkDistillation",
     "EXTENSION_TYPES",
     "extensions_for",
+    "batch_transforms",
     "wrap",
 ]
+
+
+@runtime_checkable
+class BatchTransform(Protocol):
+    """The learner-host side of an extension (see the module docstring)."""
+
+    checkpoint_key: str  # its state's key in a run's checkpoints
+    state_size: int  # floats in its state
+
+    def part(self, stats: Sequence[Any]) -> Sequence[float]:
+        """What a batch with these `EpisodeStats` (None for some) contributes to the state."""
+
+    def merge(self, part: Sequence[float]) -> None:
+        """Folds one host's `part` into the state."""
+
+    def apply(self, batch: Any) -> Any:
+        """`batch` (an `Unroll`) transformed with the state as it is now."""
+
+    def metrics(self) -> dict[str, float]:
+        """The metrics of the last `apply`."""
+
+    @property
+    def state(self) -> Sequence[float]:
+        """`state_size` floats, for a checkpoint."""
+
+    def restore(self, state: Sequence[float]) -> None:
+        """Takes the state back from a checkpoint."""
 
 
 @runtime_checkable
@@ -73,6 +110,43 @@ class Extension(Protocol):
 
     def check_output(self, output: Any) -> None:
         """Raises ValueError if the loss's `LossOutput` shows the extension was not applied."""
+
+    def batch_transform(self) -> BatchTransform | None:
+        """A new learner-host side for one learner, or None: the batches go as they are."""
+
+
+class _AgentAndLossUnchanged:
+    """For an extension that works on the batches alone: the agent and loss as they are."""
+
+    checks_base_loss = False
+
+    def wrap_agent(self, builder: Callable[[], Any]) -> Callable[[], Any]:
+        return builder
+
+    def wrap_loss(self, loss: Callable[..., Any] | None) -> Callable[..., Any] | None:
+        return loss
+
+    def check_agent(self, agent: Any) -> None:
+        pass
+
+    def check_output(self, output: Any) -> None:
+        pass
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardScaling(_AgentAndLossUnchanged):
+    """Rewards divided by the running standard deviation of the discounted return
+    (`impala_rep.reward_scale`), on the learner's hosts before each update. The actors send the
+    moments of their envs' discounted returns with every unroll (`EpisodeStats.return_moments`,
+    as `TrainConfig.return_moments_discount` asks them to)."""
+
+    title = "Reward scaling (`--normalize-rewards`)"
+    metrics = {"reward_scale": "the standard deviation the last batch's rewards were divided by"}
+
+    def batch_transform(self) -> BatchTransform:
+        from impala_rep.reward_scale import RewardScale
+
+        return RewardScale()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,6 +174,9 @@ class PopArt:
 
     def check_agent(self, agent: Any) -> None:
         pass  # the loss's check covers it: only PopArt's loss reports `popart_scale`
+
+    def batch_transform(self) -> None:
+        return None
 
     def check_output(self, output: Any) -> None:
         if "popart_scale" not in output.means:
@@ -160,6 +237,9 @@ class RandomNetworkDistillation:
                 "or use rnd_cost 0"
             )
 
+    def batch_transform(self) -> None:
+        return None
+
     def check_output(self, output: Any) -> None:
         if "rnd_loss" not in output.terms:
             raise ValueError(
@@ -170,7 +250,7 @@ class RandomNetworkDistillation:
 
 
 # Every built-in extension, in the order they wrap (the docs list their metrics from here).
-EXTENSION_TYPES = (PopArt, RandomNetworkDistillation)
+EXTENSION_TYPES = (RewardScaling, PopArt, RandomNetworkDistillation)
 
 
 def extensions_for(loss: Any, env_spec: Any = None) -> tuple[Extension, ...]:
@@ -180,6 +260,8 @@ def extensions_for(loss: Any, env_spec: Any = None) -> tuple[Extension, ...]:
     `impala_rep.envs.EnvSpec`), RND's networks standardise observations by its declared bounds,
     and RND on image observations is refused (ValueError)."""
     extensions: list[Extension] = []
+    if loss.normalize_rewards:
+        extensions.append(RewardScaling())
     if loss.popart:
         extensions.append(PopArt(step_size=float(loss.popart_step_size)))
     if loss.rnd_cost:
@@ -203,6 +285,11 @@ def extensions_for(loss: Any, env_spec: Any = None) -> tuple[Extension, ...]:
             )
         )
     return tuple(extensions)
+
+
+def batch_transforms(extensions: Sequence[Extension]) -> tuple[BatchTransform, ...]:
+    """A new learner-host side of each extension that has one, in the extensions' order."""
+    return tuple(t for e in extensions if (t := e.batch_transform()) is not None)
 
 
 def wrap(

@@ -64,11 +64,11 @@ def build_learner_service(
         set_tf_config(os.environ, list(addresses), host)
     import tensorflow as tf
 
+    from impala_rep.extensions import batch_transforms, extensions_for
     from impala_rep.learner.checkpointing import CHECKPOINT_SUBDIR, RunCheckpoint
     from impala_rep.learner.host_sync import HostSync, ScratchCheckpoint
     from impala_rep.learner.learner import Learner
     from impala_rep.learner.replicator import Replicator
-    from impala_rep.learner.reward_scale import RewardScale
     from impala_rep.learner.service import LearnerService
 
     replicator = (
@@ -88,18 +88,18 @@ def build_learner_service(
         autograph=config.learner.autograph is not False,
     )
     chief = host == 0
+    transforms = batch_transforms(extensions_for(config.loss))
+    states = {t.checkpoint_key: t.state_size for t in transforms}
     checkpoint = None
     if config.run.logdir is not None:
         directory = os.path.join(config.run.logdir, CHECKPOINT_SUBDIR)
         checkpoint = (
-            RunCheckpoint(
-                learner=learner, directory=directory, return_moments=config.loss.normalize_rewards
-            )
+            RunCheckpoint(learner=learner, directory=directory, extension_states=states)
             if chief
             else ScratchCheckpoint(
                 learner=learner,
                 restore_from=directory,
-                return_moments=config.loss.normalize_rewards,
+                extension_states=states,
             )
         )
     return LearnerService(
@@ -117,5 +117,5 @@ def build_learner_service(
         frames_per_step=config.steps_per_update,
         passes=config.learner.passes,
         target_kl=config.learner.target_kl,
-        reward_scale=RewardScale() if config.loss.normalize_rewards else None,
+        transforms=transforms,
     )

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
-from typing import NamedTuple
+import types
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -36,6 +37,7 @@ __all__ = [
     "restore_newest_readable",
     "newest_checkpoint",
     "agent_trackables",
+    "restore_agent",
     "CHECKPOINT_SUBDIR",
 ]
 
@@ -63,8 +65,9 @@ class RunCounters(NamedTuple):
     frames: int  # agent steps consumed by the learner
     episodes: int
     recent_returns: tuple[float, ...]  # oldest first, at most `window`
-    # (count, mean, variance) of the discounted returns, with reward scaling (`RewardScale`)
-    return_moments: tuple[float, float, float] | None = None
+    # The extensions' batch transforms' states by `checkpoint_key` (reward scaling's
+    # `return_moments`: the discounted returns' count, mean and variance).
+    extension_states: Mapping[str, tuple[float, ...]] = types.MappingProxyType({})
 
 
 def restore_newest_readable(
@@ -116,6 +119,22 @@ def restore_newest_readable(
     raise FileNotFoundError(f"no readable checkpoint in {directory!r} ({'; '.join(failures)})")
 
 
+def _run_checkpoint(*, learner: tf.train.Checkpoint, frames: tf.Variable, **more) -> Any:
+    """The layout of a run's checkpoint, written by `RunCheckpoint` and read in part by
+    `restore_agent`: the learner's state under `learner`, the counters beside it."""
+    return tf.train.Checkpoint(learner=learner, frames=frames, **more)
+
+
+def restore_agent(agent, directory: str | os.PathLike) -> tuple[str, int]:
+    """Restores a built `agent`'s weights from the newest readable run checkpoint in
+    `directory` (as `impala-rep evaluate` does): only the agent and the frames trained, not the
+    optimizer's slots. Returns the checkpoint's path and the frames (agent steps) trained."""
+    frames = tf.Variable(0, dtype=tf.int64)
+    layout = _run_checkpoint(learner=tf.train.Checkpoint(**agent_trackables(agent)), frames=frames)
+    path = restore_newest_readable(layout, directory, partial=True)
+    return path, int(frames.numpy())
+
+
 class RunCheckpoint:
     """Saves and restores a `Learner`'s state with the run's counters.
 
@@ -125,8 +144,10 @@ class RunCheckpoint:
       window: how many recent episode returns are kept.
       max_to_keep: checkpoints kept on disk; older ones are deleted. More than one,
         so that an unreadable newest checkpoint still leaves one to fall back to.
-      return_moments: also hold `RunCounters.return_moments` (reward scaling). Only
-        then, so that checkpoints of runs without it keep their layout.
+      extension_states: `{checkpoint_key: state_size}` of the extensions' batch transforms
+        (`impala_rep.extensions.BatchTransform`), each held under its key: reward scaling's
+        `return_moments` (3). Only those given, so that checkpoints of runs without them keep
+        their layout.
     """
 
     def __init__(
@@ -136,7 +157,7 @@ class RunCheckpoint:
         directory: str | os.PathLike,
         window: int = 100,
         max_to_keep: int = 3,
-        return_moments: bool = False,
+        extension_states: Mapping[str, int] = types.MappingProxyType({}),
     ):
         if max_to_keep < 2:
             raise ValueError(f"max_to_keep must be >= 2 (one to fall back to), got {max_to_keep}")
@@ -145,16 +166,17 @@ class RunCheckpoint:
         self._episodes = tf.Variable(0, dtype=tf.int64, trainable=False)
         self._returns = tf.Variable(np.zeros(window), dtype=tf.float64, trainable=False)
         self._num_returns = tf.Variable(0, dtype=tf.int64, trainable=False)
-        self._return_moments = (
-            tf.Variable(np.zeros(3), dtype=tf.float64, trainable=False) if return_moments else None
-        )
-        self._checkpoint = tf.train.Checkpoint(
+        self._states = {
+            key: tf.Variable(np.zeros(size), dtype=tf.float64, trainable=False)
+            for key, size in extension_states.items()
+        }
+        self._checkpoint = _run_checkpoint(
             learner=learner.checkpoint,
             frames=self._frames,
             episodes=self._episodes,
             recent_returns=self._returns,
             num_recent=self._num_returns,
-            **({"return_moments": self._return_moments} if return_moments else {}),
+            **self._states,
         )
         self.directory = os.fspath(directory)
         self._manager = tf.train.CheckpointManager(
@@ -171,8 +193,9 @@ class RunCheckpoint:
         self._episodes.assign(counters.episodes)
         self._returns.assign(padded)
         self._num_returns.assign(len(recent))
-        if self._return_moments is not None and counters.return_moments is not None:
-            self._return_moments.assign(np.asarray(counters.return_moments, np.float64))
+        for key, variable in self._states.items():
+            if key in counters.extension_states:
+                variable.assign(np.asarray(counters.extension_states[key], np.float64))
         return self._manager.save(checkpoint_number=self._learner.num_steps)
 
     def restore(self) -> tuple[str, RunCounters]:
@@ -183,14 +206,14 @@ class RunCheckpoint:
         """
         path = restore_newest_readable(self._checkpoint, self.directory)
         count = int(self._num_returns.numpy())
-        moments = None
-        if self._return_moments is not None:
-            moments = tuple(float(m) for m in self._return_moments.numpy())
         return path, RunCounters(
             frames=int(self._frames.numpy()),
             episodes=int(self._episodes.numpy()),
             recent_returns=tuple(self._returns.numpy()[:count].tolist()),
-            return_moments=moments,
+            extension_states={
+                key: tuple(float(v) for v in variable.numpy())
+                for key, variable in self._states.items()
+            },
         )
 
     @property

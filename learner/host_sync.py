@@ -77,9 +77,9 @@ class ScratchCheckpoint:
     from it (`restore_from`), so that every host starts from the same state.
     """
 
-    def __init__(self, *, learner, restore_from: str | None = None, return_moments: bool = False):
+    def __init__(self, *, learner, restore_from: str | None = None, extension_states=None):
         self._learner = learner
-        self._return_moments = return_moments  # as the chief's RunCheckpoint
+        self._extension_states = dict(extension_states or {})  # as the chief's RunCheckpoint
         self._restore_from = restore_from
 
     def save(self, counters) -> str:
@@ -88,7 +88,7 @@ class ScratchCheckpoint:
         directory = tempfile.mkdtemp(prefix="impala-rep-host-checkpoint-")
         try:
             RunCheckpoint(
-                learner=self._learner, directory=directory, return_moments=self._return_moments
+                learner=self._learner, directory=directory, extension_states=self._extension_states
             ).save(counters)
         finally:
             shutil.rmtree(directory, ignore_errors=True)
@@ -101,5 +101,7 @@ class ScratchCheckpoint:
         if self._restore_from is None:
             raise FileNotFoundError("this learner host was given no checkpoint to restore")
         return RunCheckpoint(
-            learner=self._learner, directory=self._restore_from, return_moments=self._return_moments
+            learner=self._learner,
+            directory=self._restore_from,
+            extension_states=self._extension_states,
         ).restore()

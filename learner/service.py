@@ -37,7 +37,7 @@ import collections
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -69,9 +69,9 @@ class LearnerService:
         `agree(ready=, checkpoint=) -> (go, save)` returns whether EVERY host is
         ready to step and whether ANY wants a checkpoint now (a collective, so it
         blocks until all hosts call it). None: a single host.
-      reward_scale: a `RewardScale` (reward scaling, `LossConfig.normalize_rewards`): fed the
-        actors' return moments, it divides each batch's rewards before the update; its
-        moments go into checkpoints. None: rewards as the actors sent them.
+      transforms: the extensions' `BatchTransform`s (`impala_rep.extensions`; reward scaling
+        divides each batch's rewards before the update), applied in order; their states go
+        into checkpoints and come back on resume.
       passes: learner updates on each batch (sample reuse, `LearnerConfig.passes`); the
         weights are published at most once, after the last.
       target_kl: stops a batch's passes early at this `kl` (`Learner.step`); None: all.
@@ -105,12 +105,12 @@ class LearnerService:
         frames_per_step: int | None = None,
         passes: int = 1,
         target_kl: float | None = None,
-        reward_scale=None,
+        transforms: Sequence[Any] = (),
         clock: Callable[[], float] = time.monotonic,
     ):
         self._learner, self._clock = learner, clock
         self._target_kl = target_kl
-        self._reward_scale = reward_scale
+        self._transforms = tuple(transforms)
         self._passes = passes
         self._batch_size = batch_size
         self._total_frames = total_frames
@@ -149,13 +149,14 @@ class LearnerService:
                 counters.episodes % hosts if host == 0 else 0
             )
             self._recent_returns.extend(counters.recent_returns)
-            if reward_scale is not None and counters.return_moments is not None:
-                reward_scale.restore(counters.return_moments)
+            for transform in self._transforms:
+                if transform.checkpoint_key in counters.extension_states:
+                    transform.restore(counters.extension_states[transform.checkpoint_key])
             if frames_per_step is not None:
                 learner.align_schedule(round(counters.frames / frames_per_step) * passes)
-        # The reward scale's moments as of the last batch trained on, for checkpoints: the
-        # stager merges the next batch's while a step runs.
-        self._trained_moments = None if reward_scale is None else reward_scale.state
+        # The transforms' states as of the last batch trained on, for checkpoints: the stager
+        # merges the next batch's while a step runs.
+        self._trained_states = {t.checkpoint_key: tuple(t.state) for t in self._transforms}
         self._done = threading.Event()
         # Actors get the published object inside a list so that Ray passes an object
         # store reference through instead of resolving it on every reply.
@@ -308,7 +309,7 @@ class LearnerService:
                 frames=self._hosts * self._frames_consumed(),
                 episodes=episodes,
                 recent_returns=tuple(self._recent_returns),
-                return_moments=self._trained_moments,
+                extension_states=dict(self._trained_states),
             )
         path = self._checkpoint.save(counters)
         with self._lock:
@@ -335,7 +336,7 @@ class LearnerService:
                 batch_size=self._batch_size,
                 frames=self._total_frames - self._base_frames,
                 learner=self._learner,
-                reward_scale=self._reward_scale,
+                transforms=self._transforms,
                 sync=self._sync,
             )
             # A host of a group leaves only through the agreement below, never on its own
@@ -363,7 +364,7 @@ class LearnerService:
                 if taken is None:
                     break
                 if taken.prepared is None:
-                    taken = batches.scaled(taken)
+                    taken = batches.transformed(taken)
                 batch, stats = taken.batch, taken.stats
                 with self._lock:
                     self._step_started = self._clock()
@@ -386,15 +387,13 @@ class LearnerService:
                 # The one per-host measure (how stale this host's batch was): reported
                 # apart from the loss metrics, which every host shares.
                 policy_lag = (metrics.pop("policy_lag_mean"), metrics.pop("policy_lag_max"))
-                if taken.scale is not None:
-                    metrics["reward_scale"] = taken.scale
+                metrics.update(taken.metrics)
                 returns = [float(r) for s in stats if s is not None for r in np.asarray(s.returns)]
                 with self._lock:
                     self._busy_s += self._clock() - self._step_started
                     self._step_started = None
                     self._frames_trained += batch.num_frames
-                    if taken.moments is not None:
-                        self._trained_moments = taken.moments
+                    self._trained_states.update(taken.states)
                     self._metrics = metrics
                     self._policy_lag = policy_lag
                     self._new_returns.extend(returns)

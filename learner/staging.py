@@ -26,7 +26,6 @@ import numpy as np
 import tensorflow as tf
 
 from impala_rep.learner.replicator import StagedInputs
-from impala_rep.learner.reward_scale import RewardScale
 from impala_rep.learner.unroll_queue import QueueClosed
 from impala_rep.unroll import TIME_MAJOR_DTYPES, Unroll
 
@@ -117,14 +116,14 @@ class BatchStager:
 
 class Staged(NamedTuple):
     """A batch taken for the learner: `prepared` for `Learner.step` (None until a group's
-    hosts have scaled its rewards together, `StagedBatches.scaled`), with the reward scale
-    it was divided by and the scale's moments then (None: no reward scaling)."""
+    hosts have merged its parts together, `StagedBatches.transformed`), with the metrics of
+    the batch transforms that made it and their states then (`{checkpoint_key: state}`)."""
 
     batch: Unroll
     stats: list
     prepared: StagedBatch | None
-    scale: float | None
-    moments: tuple | None
+    metrics: dict
+    states: dict
 
 
 class StagedBatches:
@@ -135,28 +134,27 @@ class StagedBatches:
       batch_size: columns per batch.
       frames: the most frames to take (the run's, less what a resumed run had trained).
       learner: prepares each batch (`Learner.prepare`).
-      reward_scale: a `RewardScale` fed each batch's return moments and dividing its rewards
-        (before `prepare`), or None.
-      sync: a multi-host group's agreement (`HostSync`), or None. A group's hosts merge every
-        host's moments in step, after agreeing on it: their batches come unscaled and
-        unprepared, and the training thread calls `scaled`.
+      transforms: the extensions' `BatchTransform`s, applied in order to each batch before
+        `prepare`, each fed the batch's part first.
+      sync: a multi-host group's agreement (`HostSync`), or None. With transforms, a group's
+        hosts merge every host's parts in step, after agreeing on it: their batches come
+        untransformed and unprepared, and the training thread calls `transformed`.
     """
 
-    def __init__(self, *, queue, batch_size: int, frames: int, learner, reward_scale, sync):
+    def __init__(self, *, queue, batch_size: int, frames: int, learner, transforms, sync):
         self._queue, self._batch_size, self._frames = queue, batch_size, frames
-        self._learner, self._reward_scale, self._sync = learner, reward_scale, sync
+        self._learner, self._transforms, self._sync = learner, tuple(transforms), sync
         self._stager = BatchStager(take=self._take, prepare=self._stage)
 
     def get(self) -> Staged | None:
         """The next batch; None once the queue closed (a stop) or `frames` were taken."""
         return self._stager.get()
 
-    def scaled(self, staged: Staged) -> Staged:
-        """For a host of a group: every host merges every host's moments in host order, so all
-        of them divide their shares by the same scale (a collective: all hosts call it)."""
-        return self._scaled(
-            staged.batch, staged.stats, self._sync.gather(RewardScale.combine(staged.stats))
-        )
+    def transformed(self, staged: Staged) -> Staged:
+        """For a host of a group: every host merges every host's parts in host order, so all
+        of them transform their shares alike (collectives: all hosts call it)."""
+        parts = [self._sync.gather(t.part(staged.stats)) for t in self._transforms]
+        return self._transformed(staged.batch, staged.stats, parts)
 
     def close(self) -> None:
         """Ends the stager (close the queue first, so that a waiting take returns)."""
@@ -172,22 +170,18 @@ class StagedBatches:
 
     def _stage(self, taken) -> Staged:
         batch, stats = taken
-        if self._reward_scale is not None and self._sync is not None:
-            return Staged(batch, stats, None, None, None)
-        if self._reward_scale is None:
-            return Staged(batch, stats, self._learner.prepare(batch), None, None)
-        return self._scaled(batch, stats, [RewardScale.combine(stats)])
+        if self._transforms and self._sync is not None:
+            return Staged(batch, stats, None, {}, {})
+        return self._transformed(batch, stats, [[t.part(stats)] for t in self._transforms])
 
-    def _scaled(self, batch, stats, moments) -> Staged:
-        """`batch` prepared with its rewards divided by the scale, once `moments` (each
-        `(count, mean, variance)`) are merged into it."""
-        for part in moments:
-            self._reward_scale.update_moments(part)
-        batch = self._reward_scale.apply(batch)
-        return Staged(
-            batch,
-            stats,
-            self._learner.prepare(batch),
-            self._reward_scale.scale,
-            self._reward_scale.state,
-        )
+    def _transformed(self, batch, stats, parts) -> Staged:
+        """`batch` transformed and prepared, once each transform has merged its `parts` (one
+        per host)."""
+        metrics, states = {}, {}
+        for transform, its_parts in zip(self._transforms, parts):
+            for part in its_parts:
+                transform.merge(part)
+            batch = transform.apply(batch)
+            metrics.update(transform.metrics())
+            states[transform.checkpoint_key] = tuple(transform.state)
+        return Staged(batch, stats, self._learner.prepare(batch), metrics, states)

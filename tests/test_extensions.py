@@ -21,7 +21,15 @@ from impala_rep import (
     wrap_extensions,
 )
 from impala_rep.agent_factory import acting_agent
-from impala_rep.extensions import EXTENSION_TYPES, PopArt, RandomNetworkDistillation, extensions_for
+from impala_rep.extensions import (
+    EXTENSION_TYPES,
+    BatchTransform,
+    PopArt,
+    RandomNetworkDistillation,
+    batch_transforms,
+    extensions_for,
+)
+from impala_rep.reward_scale import RewardScale
 
 T, B, A, OBS = 4, 2, 3, 5
 
@@ -53,6 +61,9 @@ class ColumnsSeen:
         if "columns_seen" not in output.means:
             raise ValueError("bad loss: ColumnsSeen's metric is missing")
 
+    def batch_transform(self):
+        return None
+
 
 def _learner(loss_fn, extensions):
     return Learner(
@@ -80,11 +91,17 @@ def test_a_users_extension_wraps_the_loss_and_its_check_holds():
 
 
 def test_the_config_turns_on_the_built_in_extensions_in_wrapping_order():
-    assert extensions_for(LossConfig()) == ()
-    chosen = extensions_for(LossConfig(popart=True, rnd_cost=2.0, rnd_step_costs_only=False))
-    assert [type(e) for e in chosen] == [PopArt, RandomNetworkDistillation]
-    assert chosen[1].cost == 2.0 and chosen[1].step_costs_only is False
-    assert all(isinstance(kind(1.0), Extension) for kind in EXTENSION_TYPES)
+    assert extensions_for(LossConfig(normalize_rewards=False)) == ()
+    chosen = extensions_for(
+        LossConfig(normalize_rewards=True, popart=True, rnd_cost=2.0, rnd_step_costs_only=False)
+    )
+    assert [type(e) for e in chosen] == list(EXTENSION_TYPES)
+    assert chosen[2].cost == 2.0 and chosen[2].step_costs_only is False
+    assert all(isinstance(e, Extension) for e in chosen)
+    # Only reward scaling works on the learner hosts' batches.
+    transforms = batch_transforms(chosen)
+    assert [type(t) for t in transforms] == [RewardScale]
+    assert isinstance(transforms[0], BatchTransform)
 
 
 def test_rnd_keeps_the_policys_acting_twin_and_popart_drops_it():

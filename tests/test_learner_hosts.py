@@ -21,7 +21,7 @@ from impala_rep.learner.cluster_spec import free_port, tf_config  # noqa: E402
 from impala_rep.learner.learner_group import create_learner_group, distinct_addresses  # noqa: E402
 from impala_rep.learner.ray_learner import INLINE_BYTES, publish  # noqa: E402
 from impala_rep.learner.report import LearnerReport  # noqa: E402
-from impala_rep.learner.reward_scale import RewardScale  # noqa: E402
+from impala_rep.reward_scale import RewardScale  # noqa: E402
 from impala_rep.unroll import EpisodeStats, slice_columns  # noqa: E402
 
 T, B, A, OBS, STEPS = 5, 8, 3, 4, 3

@@ -177,9 +177,14 @@ def test_shallow_network_refuses_images_smaller_than_20x20():
         ValueError, match=r"'shallow' needs images of at least 20x20, got shape \(10, 10, 4\)"
     ):
         make_agent(observation_shape=(10, 10, 4), num_actions=3, network="shallow")
-    assert make_agent(observation_shape=(84, 84, 4), num_actions=3).keywords["torso"] == "shallow"
     assert (
-        make_agent(observation_shape=(10, 10, 4), num_actions=3, network="deep").keywords["torso"]
+        make_agent(observation_shape=(84, 84, 4), num_actions=3).build.keywords["torso"]
+        == "shallow"
+    )
+    assert (
+        make_agent(observation_shape=(10, 10, 4), num_actions=3, network="deep").build.keywords[
+            "torso"
+        ]
         == "deep"
     )
 

@@ -1,4 +1,4 @@
-"""Reward scaling (learner/reward_scale.py): the actors' return moments merged into one
+"""Reward scaling (impala_rep/reward_scale.py): the actors' return moments merged into one
 running variance, rewards divided by its square root, and the scale kept by checkpoints."""
 
 import time
@@ -12,8 +12,8 @@ from impala_rep.agent import MLPAgent
 from impala_rep.config import LossConfig, OptimizerConfig
 from impala_rep.learner.checkpointing import RunCheckpoint, RunCounters
 from impala_rep.learner.learner import Learner
-from impala_rep.learner.reward_scale import RewardScale
 from impala_rep.learner.service import LearnerService
+from impala_rep.reward_scale import RewardScale
 from impala_rep.unroll import EpisodeStats
 
 T, B, A, OBS = 4, 6, 3, 5
@@ -77,19 +77,26 @@ def test_state_round_trips_through_a_checkpoint(tmp_path):
     )
     scale = RewardScale()
     scale.update([stats_of([1.0, 2.0, 7.0])])
-    RunCheckpoint(learner=learner, directory=tmp_path, return_moments=True).save(
-        RunCounters(frames=10, episodes=1, recent_returns=(1.0,), return_moments=scale.state)
+    RunCheckpoint(learner=learner, directory=tmp_path, extension_states={"return_moments": 3}).save(
+        RunCounters(
+            frames=10,
+            episodes=1,
+            recent_returns=(1.0,),
+            extension_states={"return_moments": scale.state},
+        )
     )
-    _, counters = RunCheckpoint(learner=learner, directory=tmp_path, return_moments=True).restore()
+    _, counters = RunCheckpoint(
+        learner=learner, directory=tmp_path, extension_states={"return_moments": 3}
+    ).restore()
     restored = RewardScale()
-    restored.restore(counters.return_moments)
+    restored.restore(counters.extension_states["return_moments"])
     assert restored.state == pytest.approx(scale.state) and restored.scale == pytest.approx(
         scale.scale
     )
     # A checkpoint without the moments (reward scaling off, or written before it existed)
     # still restores into a checkpoint object without them.
     _, plain = RunCheckpoint(learner=learner, directory=tmp_path).restore()
-    assert plain.return_moments is None and plain.frames == 10
+    assert plain.extension_states == {} and plain.frames == 10
 
 
 def test_the_service_trains_on_scaled_rewards():
@@ -116,7 +123,7 @@ def test_the_service_trains_on_scaled_rewards():
         batch_size=B,
         total_frames=T * B,
         queue_capacity=1,
-        reward_scale=RewardScale(),
+        transforms=[RewardScale()],
     )
     batch = random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=2)
     batch = batch._replace(rewards=batch.rewards * 50.0)
@@ -149,8 +156,10 @@ def test_a_checkpoint_holds_the_moments_of_the_batches_trained_on(tmp_path):
         batch_size=B,
         total_frames=10 * T * B,
         queue_capacity=2,
-        reward_scale=RewardScale(),
-        checkpoint=RunCheckpoint(learner=learner, directory=tmp_path, return_moments=True),
+        transforms=[RewardScale()],
+        checkpoint=RunCheckpoint(
+            learner=learner, directory=tmp_path, extension_states={"return_moments": 3}
+        ),
         checkpoint_every_s=1e-3,
     )
     bad = random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=1)
@@ -164,7 +173,9 @@ def test_a_checkpoint_holds_the_moments_of_the_batches_trained_on(tmp_path):
     assert service.report().learner_steps == 1
     _, step = service.save()
     assert step == 1
-    _, counters = RunCheckpoint(learner=learner, directory=tmp_path, return_moments=True).restore()
+    _, counters = RunCheckpoint(
+        learner=learner, directory=tmp_path, extension_states={"return_moments": 3}
+    ).restore()
     expected = RewardScale()
     expected.update([first])
-    assert counters.return_moments == pytest.approx(expected.state)
+    assert counters.extension_states["return_moments"] == pytest.approx(expected.state)

@@ -159,11 +159,7 @@ def evaluate_run(
     import tensorflow as tf
 
     from impala_rep.actors.actor import Actor
-    from impala_rep.learner.checkpointing import (
-        CHECKPOINT_SUBDIR,
-        agent_trackables,
-        restore_newest_readable,
-    )
+    from impala_rep.learner.checkpointing import CHECKPOINT_SUBDIR, restore_agent
 
     directory = f"{config.run.logdir}/{CHECKPOINT_SUBDIR}"
     env = make_vector_env(
@@ -179,18 +175,10 @@ def evaluate_run(
             env=env, agent=built, unroll_length=_UNROLL, seed=seed, greedy=policy == "greedy"
         )  # builds the agent's variables
         _check_agent_matches(tf.train.latest_checkpoint(directory), built, logdir)
-        steps_trained = tf.Variable(0, dtype=tf.int64)
-        # Only the agent and the counters: the optimizer's slots are not needed here.
-        path = restore_newest_readable(
-            tf.train.Checkpoint(
-                learner=tf.train.Checkpoint(**agent_trackables(built)), frames=steps_trained
-            ),
-            directory,
-            partial=True,
-        )
+        path, steps_trained = restore_agent(built, directory)
         # The actor acts with the weights it is given (an agent's `host_step` reads no
         # variables), so it is handed the restored ones.
-        actor.set_weights(built.get_weights(), int(steps_trained.numpy()))
+        actor.set_weights(built.get_weights(), steps_trained)
         returns, lengths = _play(
             actor,
             num_envs=num_envs,
@@ -209,7 +197,7 @@ def evaluate_run(
     return Evaluation(
         logdir=str(logdir),
         checkpoint=str(path),
-        frames=int(steps_trained.numpy()) * env_spec.frame_skip,
+        frames=steps_trained * env_spec.frame_skip,
         policy=policy,
         seed=seed,
         returns=tuple(returns),

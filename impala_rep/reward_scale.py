@@ -12,6 +12,11 @@ units of that standard deviation, whatever the task's reward scale.
 The scale moves as the policy improves; the agent follows it like any other
 non-stationarity of the targets (the scale is averaged over the whole run, so it
 moves slowly). Ray-free and TensorFlow-free.
+
+`RewardScale` is the learner-host side (`impala_rep.extensions.BatchTransform`) of the
+extension `impala_rep.extensions.RewardScaling`: each host of a multi-host learner sends
+the others its batch's moments (`part`), and every host merges every host's in host order
+(`merge`), so all of them divide by the same scale.
 """
 
 from __future__ import annotations
@@ -24,16 +29,17 @@ from gymnasium.wrappers.utils import RunningMeanStd, update_mean_var_count_from_
 
 from impala_rep.unroll import EpisodeStats, Unroll
 
-__all__ = ["RewardScale", "METRICS"]
-
-# The metric the learner reports with reward scaling on (--normalize-rewards).
-METRICS = {"reward_scale": "the standard deviation the last batch's rewards were divided by"}
+__all__ = ["RewardScale"]
 
 _EPSILON = 1e-8  # VecNormalize's, inside the square root
 
 
 class RewardScale:
     """The running moments of the actors' discounted returns, and the scale they give."""
+
+    # Its state's key in a run's checkpoints (`learner.checkpointing.RunCheckpoint`).
+    checkpoint_key = "return_moments"
+    state_size = 3
 
     def __init__(self):
         self._moments = RunningMeanStd(shape=())
@@ -48,6 +54,18 @@ class RewardScale:
         count, mean, variance = (float(m) for m in moments)
         if count > 0:
             self._moments.update_from_moments(mean, variance, count)
+
+    def part(self, stats: Iterable[EpisodeStats | None]) -> tuple[float, float, float]:
+        """What one batch contributes: its stats' moments together (`combine`)."""
+        return self.combine(stats)
+
+    def merge(self, part) -> None:
+        """Merges one host's `part` (`update_moments`)."""
+        self.update_moments(part)
+
+    def metrics(self) -> dict[str, float]:
+        """The scale the last `apply` divided by."""
+        return {"reward_scale": self.scale}
 
     @staticmethod
     def combine(stats: Iterable[EpisodeStats | None]) -> tuple[float, float, float]:
