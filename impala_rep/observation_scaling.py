@@ -2,7 +2,7 @@
 TensorFlow-free).
 
 The driver computes them from the env's declared bounds before any process imports
-TensorFlow (`impala_rep.run.prepare`); `MLPAgent(observation_normalization=)` applies them.
+TensorFlow (`impala_rep.run.agents`); `MLPAgent(observation_normalization=)` applies them.
 """
 
 from __future__ import annotations

@@ -117,7 +117,7 @@ def _skip_reason(case: str) -> str | None:
     ):
         return "this machine has a GPU"
     if case == "tpu":
-        from impala_rep.run.resources import local_tpu_present
+        from impala_rep.run.machine import local_tpu_present
 
         if local_tpu_present():
             return "this machine has a TPU"
@@ -294,9 +294,9 @@ def test_the_default_runs_fit_a_small_machine_easily():
     import numpy as np
 
     from impala_rep.config import TrainConfig
+    from impala_rep.config.auto import resolve_auto_settings
     from impala_rep.config.presets import PRESETS
     from impala_rep.envs import atari
-    from impala_rep.run.prepare import resolve_auto_settings
 
     # CartPole, the defaults (auto settings resolved, as a run has them: its learner under
     # XLA): 5 unrolls of 64 columns of ~0.9 kB and 3 processes.
@@ -333,7 +333,7 @@ def test_an_xla_learner_counts_its_compilers_memory(launcher, processes):
     import numpy as np
 
     from impala_rep.config import TrainConfig
-    from impala_rep.run.resources import PROCESS_BYTES, XLA_LEARNER_BYTES
+    from impala_rep.run.memory_model import PROCESS_BYTES, XLA_LEARNER_BYTES
 
     def config(xla):
         return TrainConfig.from_keys({"learner_xla": xla, "launcher": launcher})
@@ -448,9 +448,9 @@ def test_learner_devices_this_machine_does_not_have_are_refused(keys, gpus, envi
 @pytest.mark.launches
 def test_finding_the_devices_and_memory_imports_neither_tensorflow_nor_ray():
     code = (
-        "import sys, impala_rep.run.resources as r; "
-        "print(r.local_gpu_count({'CUDA_VISIBLE_DEVICES': ''}), r.local_tpu_present(), "
-        "r.available_memory() is not None); "
+        "import sys, impala_rep.run.resources, impala_rep.run.machine as m; "
+        "print(m.local_gpu_count({'CUDA_VISIBLE_DEVICES': ''}), m.local_tpu_present(), "
+        "m.available_memory() is not None); "
         "assert 'tensorflow' not in sys.modules and 'ray' not in sys.modules, 'imported'"
     )
     stdout = run_fresh_python(code, timeout=60)

@@ -284,7 +284,7 @@ def _fake_run(path, **changes):
     import json
 
     from impala_rep.config import TrainConfig
-    from impala_rep.run.prepare import resolve_auto_settings
+    from impala_rep.config.auto import resolve_auto_settings
 
     (path / "checkpoints").mkdir(parents=True)
     (path / "checkpoints" / "checkpoint").write_text('model_checkpoint_path: "ckpt-7"\n')
@@ -418,7 +418,7 @@ def test_resume_reads_the_nested_config_json(tmp_path):
     import json
 
     from impala_rep.config import TrainConfig
-    from impala_rep.run.prepare import resolve_auto_settings
+    from impala_rep.config.auto import resolve_auto_settings
     from impala_rep.run.resume import load_run_config
 
     run = _fake_run(

@@ -16,11 +16,12 @@ from impala_rep import Replicator
 from impala_rep.actors.actor import Actor
 from impala_rep.agent import AgentInputs
 from impala_rep.config import OptimizerConfig, TrainConfig
+from impala_rep.config.auto import resolve_auto_settings
 from impala_rep.envs.factory import describe_env, make_vector_env
 from impala_rep.learner.checkpointing import RunCheckpoint, RunCounters
 from impala_rep.learner.learner import Learner
+from impala_rep.run.agents import agent_factory_for
 from impala_rep.run.evaluation import EvaluationIncomplete, evaluate_run
-from impala_rep.run.prepare import agent_factory_for, resolve_auto_settings
 
 # Registered with a 200-step limit and played through gymnasium's SyncVectorEnv (sub-env i
 # seeded seed + i), so a reference can seed its own envs alike.

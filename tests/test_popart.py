@@ -336,7 +336,7 @@ def test_the_wrapped_agent_and_loss_pickle_without_tensorflow():
 import pickle, sys
 from impala_rep.config import TrainConfig
 from impala_rep.envs.factory import describe_env
-from impala_rep.run.prepare import agent_factory_for, with_extensions
+from impala_rep.run.agents import agent_factory_for, with_extensions
 config = TrainConfig.from_keys({"env": "MountainCar-v0", "popart": True, "rnd_cost": 10.0})
 spec = describe_env("MountainCar-v0")
 base = agent_factory_for(config.replace({"popart": False, "rnd_cost": 0.0}), spec)

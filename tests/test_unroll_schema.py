@@ -14,7 +14,7 @@ from impala_rep.config import TrainConfig
 from impala_rep.envs import make_vector_env
 from impala_rep.host_mlp import MLPHostAgent
 from impala_rep.run.code_check import _synthetic_batch
-from impala_rep.run.resources import estimate_memory
+from impala_rep.run.memory_model import estimate_memory
 from impala_rep.unroll import FIELDS, TIME_MAJOR_DTYPES, Unroll, UnrollSpec, markdown_table
 
 

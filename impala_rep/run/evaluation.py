@@ -139,7 +139,7 @@ def evaluate_run(
         raise EvaluationSetupError(f"bad seed {seed!r}: must be {SEED_RANGE}")
 
     from impala_rep.envs.factory import check_env_options, describe_env, make_vector_env
-    from impala_rep.run.prepare import agent_factory_for
+    from impala_rep.run.agents import agent_factory_for
     from impala_rep.run.resume import load_run_config
 
     try:

@@ -1,5 +1,5 @@
 """What a run leaves in its logdir: config.json, metrics.jsonl, events.jsonl and TensorBoard
-events."""
+events; and whether a directory can become a new run's logdir (`check_logdir`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,29 @@ import socket
 import time
 from typing import Any
 
-__all__ = ["RunLog", "write_json_atomically", "read_metrics"]
+__all__ = ["RunLog", "check_logdir", "write_json_atomically", "read_metrics"]
+
+
+def check_logdir(logdir: str | None) -> None:
+    """Raises ValueError unless `logdir` can become this run's directory; writes nothing."""
+    if logdir is None:
+        return
+    path = pathlib.Path(logdir)
+    if path.exists():
+        if not path.is_dir():
+            raise ValueError(f"logdir {logdir!r} exists and is not a directory")
+        if any(path.iterdir()):
+            raise ValueError(f"logdir {logdir!r} is not empty; choose a new directory")
+        if not os.access(path, os.W_OK):
+            raise ValueError(f"logdir {logdir!r} is not writable")
+        return
+    ancestor = path.absolute().parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK):
+        raise ValueError(
+            f"logdir {logdir!r} cannot be created: {ancestor} is not a writable directory"
+        )
 
 
 def write_json_atomically(path: pathlib.Path, data: Any) -> None:
