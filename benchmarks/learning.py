@@ -45,7 +45,7 @@ import _common  # noqa: F401  (quiets TensorFlow before it is imported)
 import ledger
 from _common import MetricsTail, split_train_flags, table, write_json
 
-from impala_rep.learner.service import RETURN_WINDOW
+from impala_rep.learner.accounting import RETURN_WINDOW
 from impala_rep.run.run_log import read_metrics
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -66,10 +66,11 @@ def build_learner_service(
 
     from impala_rep.extensions import batch_transforms, extensions_for
     from impala_rep.learner.checkpointing import CHECKPOINT_SUBDIR, RunCheckpoint
+    from impala_rep.learner.host_group import HostGroup
     from impala_rep.learner.host_sync import HostSync, ScratchCheckpoint
     from impala_rep.learner.learner import Learner
     from impala_rep.learner.replicator import Replicator
-    from impala_rep.learner.service import LearnerService
+    from impala_rep.learner.service import LearnerService, TrainingPlan
 
     replicator = (
         Replicator(strategy=tf.distribute.MultiWorkerMirroredStrategy())
@@ -102,20 +103,21 @@ def build_learner_service(
                 extension_states=states,
             )
         )
-    return LearnerService(
-        learner=learner,
+    plan = TrainingPlan(
         batch_size=config.learner.batch_size // hosts,
         total_frames=-(-config.total_agent_steps(frame_skip) // hosts),
         queue_capacity=config.learner.queue_capacity,
+        passes=config.learner.passes,
+        target_kl=config.learner.target_kl,
+        frames_per_step=config.steps_per_update,
+    )
+    return LearnerService(
+        learner=learner,
+        plan=plan,
         publish=publish if chief else None,
         checkpoint=checkpoint,
         checkpoint_every_s=config.learner.checkpoint_every_s,
         resume=resume,
-        sync=HostSync(replicator) if hosts > 1 else None,
-        host=host,
-        hosts=hosts,
-        frames_per_step=config.steps_per_update,
-        passes=config.learner.passes,
-        target_kl=config.learner.target_kl,
+        group=HostGroup(host, hosts, HostSync(replicator) if hosts > 1 else None),
         transforms=transforms,
     )

@@ -12,7 +12,7 @@ from impala_rep.agent import MLPAgent
 from impala_rep.config import LossConfig, OptimizerConfig
 from impala_rep.learner.checkpointing import RunCheckpoint, RunCounters
 from impala_rep.learner.learner import Learner
-from impala_rep.learner.service import LearnerService
+from impala_rep.learner.service import LearnerService, TrainingPlan
 from impala_rep.reward_scale import RewardScale
 from impala_rep.unroll import EpisodeStats
 
@@ -120,9 +120,7 @@ def test_the_service_trains_on_scaled_rewards():
     twin.agent.set_weights(served.agent.get_weights())
     service = LearnerService(
         learner=served,
-        batch_size=B,
-        total_frames=T * B,
-        queue_capacity=1,
+        plan=TrainingPlan(batch_size=B, total_frames=T * B, queue_capacity=1),
         transforms=[RewardScale()],
     )
     batch = random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=2)
@@ -153,9 +151,7 @@ def test_a_checkpoint_holds_the_moments_of_the_batches_trained_on(tmp_path):
     )
     service = LearnerService(
         learner=learner,
-        batch_size=B,
-        total_frames=10 * T * B,
-        queue_capacity=2,
+        plan=TrainingPlan(batch_size=B, total_frames=10 * T * B, queue_capacity=2),
         transforms=[RewardScale()],
         checkpoint=RunCheckpoint(
             learner=learner, directory=tmp_path, extension_states={"return_moments": 3}

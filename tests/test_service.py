@@ -12,7 +12,7 @@ from impala_rep.agent import MLPAgent
 from impala_rep.config import OptimizerConfig
 from impala_rep.learner.checkpointing import RunCheckpoint
 from impala_rep.learner.learner import Learner
-from impala_rep.learner.service import LearnerService
+from impala_rep.learner.service import LearnerService, TrainingPlan
 from impala_rep.unroll import EpisodeStats
 
 T, B, A, OBS = 4, 6, 3, 5
@@ -42,9 +42,9 @@ def make_service(
     )
     return LearnerService(
         learner=learner,
-        batch_size=B,
-        total_frames=total_steps * FRAMES_PER_STEP,
-        queue_capacity=2,
+        plan=TrainingPlan(
+            batch_size=B, total_frames=total_steps * FRAMES_PER_STEP, queue_capacity=2
+        ),
         checkpoint=RunCheckpoint(learner=learner, directory=directory),
         checkpoint_every_s=checkpoint_every_s,
         resume=resume,
@@ -175,9 +175,7 @@ def test_weights_are_published_only_once_handed_out_and_at_the_end(replicator):
     )
     service = LearnerService(
         learner=learner,
-        batch_size=B,
-        total_frames=4 * FRAMES_PER_STEP,
-        queue_capacity=1,
+        plan=TrainingPlan(batch_size=B, total_frames=4 * FRAMES_PER_STEP, queue_capacity=1),
         publish=publish,
     )
     _, handed_version, _ = service.enqueue(
@@ -210,7 +208,10 @@ def test_passes_train_each_batch_that_many_times(replicator):
     served, twin = make_learner(), make_learner()
     twin.agent.set_weights(served.agent.get_weights())
     service = LearnerService(
-        learner=served, batch_size=B, total_frames=2 * FRAMES_PER_STEP, queue_capacity=2, passes=3
+        learner=served,
+        plan=TrainingPlan(
+            batch_size=B, total_frames=2 * FRAMES_PER_STEP, queue_capacity=2, passes=3
+        ),
     )
     feed(service, range(2))
     wait_done(service)

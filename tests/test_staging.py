@@ -15,7 +15,7 @@ from impala_rep import Replicator
 from impala_rep.agent import MLPAgent
 from impala_rep.config import OptimizerConfig
 from impala_rep.learner.learner import Learner
-from impala_rep.learner.service import LearnerService
+from impala_rep.learner.service import LearnerService, TrainingPlan
 from impala_rep.learner.staging import BatchStager
 from impala_rep.unroll import EpisodeStats
 
@@ -120,9 +120,7 @@ def test_a_staged_batch_counts_as_queued_until_it_is_trained_on(replicator):
     trained on, so they count as queued, and produced == consumed + queued."""
     service = LearnerService(
         learner=make_learner(replicator),
-        batch_size=B,
-        total_frames=10 * FRAMES_PER_STEP,
-        queue_capacity=2,
+        plan=TrainingPlan(batch_size=B, total_frames=10 * FRAMES_PER_STEP, queue_capacity=2),
     )
     bad = random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=1)
     bad.observations[0, 0, 0] = np.inf
@@ -146,12 +144,14 @@ def test_a_staged_batch_counts_as_queued_until_it_is_trained_on(replicator):
 
 @pytest.mark.launches
 def test_the_driver_modules_import_no_tensorflow():
-    """The driver imports the service's module (for RETURN_WINDOW) and the launchers; the
-    staging area imports TensorFlow, so the service must load it only in its training thread.
-    A driver that imported TensorFlow would start its Ray seconds later."""
+    """The driver imports the learner's accounting (for RETURN_WINDOW) and the launchers; the
+    service and its parts import without TensorFlow too (the staging area imports it, so the
+    service loads it only in its training thread). A driver that imported TensorFlow would
+    start its Ray seconds later."""
     code = (
         "import sys, impala_rep.run.cli, impala_rep.run.training, impala_rep.run.monitor, "
-        "impala_rep.run.launch_ray, impala_rep.run.launch_local, impala_rep.learner.service; "
+        "impala_rep.run.launch_ray, impala_rep.run.launch_local, impala_rep.learner.accounting, "
+        "impala_rep.learner.service; "
         "loaded = sorted(m for m in ('tensorflow', 'keras') if m in sys.modules); "
         "assert not loaded, loaded"
     )

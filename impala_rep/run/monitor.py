@@ -18,8 +18,8 @@ import shutil
 import time
 from typing import Any, TextIO
 
+from impala_rep.learner.accounting import RETURN_WINDOW
 from impala_rep.learner.report import LearnerReport
-from impala_rep.learner.service import RETURN_WINDOW
 from impala_rep.run.errors import one_line
 from impala_rep.run.prepare import RunPlan
 from impala_rep.run.run_log import RunLog, write_json_atomically
