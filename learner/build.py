@@ -62,6 +62,10 @@ def build_learner_service(
 
         # Before any TensorFlow op: the strategy reads TF_CONFIG when it is created.
         set_tf_config(os.environ, list(addresses), host)
+    if config.learner.xla:  # before TensorFlow reads its XLA flags (a no-op if done already)
+        from impala_rep.learner.xla_cache import enable
+
+        enable(config.learner.xla_cache)
     import tensorflow as tf
 
     from impala_rep.extensions import batch_transforms, extensions_for

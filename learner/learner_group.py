@@ -177,7 +177,7 @@ def create_learner_group(
             max_concurrency=-(-config.actors.num_actors // count) + 4,
             # One host per node where Ray can, so the group's hosts really are hosts.
             scheduling_strategy="SPREAD" if count > 1 else "DEFAULT",
-        ).remote()
+        ).remote(config.learner)
         for _ in range(count)
     ]
 

@@ -10,6 +10,7 @@ to actors and the driver. A single learner is a group of one of these
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -17,8 +18,9 @@ from typing import Any
 
 import ray
 
-from impala_rep.config import TrainConfig
+from impala_rep.config import LearnerConfig, TrainConfig
 from impala_rep.devices import parse_devices
+from impala_rep.startup import process_started, stamp
 
 __all__ = ["LearnerHost", "RayLearnerHost", "learner_gpus", "publish"]
 
@@ -44,13 +46,47 @@ def publish(weights: list) -> Any:
 class LearnerHost:
     """One learner host: its `LearnerService`'s methods and where it runs."""
 
-    def __init__(self):
+    def __init__(self, learner_config: LearnerConfig | None = None):
+        """`learner_config`: given, this host starts importing TensorFlow at once, before the
+        driver's `start` reaches it, so that the import overlaps the placement round trips."""
         self._service = None
         # Actors are started while this host builds (run/launch_ray.py): their calls
         # (`latest_weights`, `enqueue`) wait here until `start` has finished, and fail if it
         # failed.
         self._built = threading.Event()
         self._start_error: str | None = None
+        started = process_started()
+        # This process's start-up stages (`impala_rep.startup`); the service adds its own.
+        self._startup = {} if started is None else {"learner process": started}
+        self._preloading = learner_config is not None
+        self._preload = threading.Thread(
+            target=self._import_tensorflow, args=(learner_config,), name="import-tensorflow"
+        )
+        if self._preloading:
+            self._preload.start()
+
+    def _import_tensorflow(self, learner_config: LearnerConfig) -> None:
+        """Imports TensorFlow, first pointing XLA at its compilation cache, and sets the
+        thread pools of an XLA step (both before TensorFlow reads them). Nothing that builds
+        anything: a group's TF_CONFIG and logical devices are set later, in `start`."""
+        from impala_rep.learner import xla_cache
+
+        xla = learner_config.xla
+        if xla:
+            xla_cache.enable(learner_config.xla_cache)
+        try:
+            import tensorflow as tf
+        except Exception:  # noqa: BLE001 - `start` imports it again and reports what failed
+            return
+
+        self._startup["tensorflow imported"] = stamp()
+        if xla:
+            # XLA runs the step of a net this small (it is auto only for the built-in MLP) on
+            # one thread anyway; TensorFlow's default pools only spun beside it: one thread
+            # takes less learner CPU and gives more frames/s on CartPole. Not without XLA:
+            # Pong's CNN step is slower on one thread (docs/notebook.md, "Where the CPU goes").
+            tf.config.threading.set_intra_op_parallelism_threads(1)
+            tf.config.threading.set_inter_op_parallelism_threads(1)
 
     def pid(self) -> int:
         return os.getpid()
@@ -80,17 +116,12 @@ class LearnerHost:
     ) -> str | None:
         """Builds this host's service (restored, on resume); returns the checkpoint it
         restored from. With several `addresses` it returns once every host has joined."""
+        if self._preloading:
+            self._preload.join()
+        else:
+            self._import_tensorflow(config.learner)
         from impala_rep.learner.build import build_learner_service
 
-        if config.learner.xla:
-            import tensorflow as tf
-
-            # XLA runs the step of a net this small (it is auto only for the built-in MLP) on
-            # one thread anyway; TensorFlow's default pools only spun beside it: one thread
-            # takes less learner CPU and gives more frames/s on CartPole. Not without XLA:
-            # Pong's CNN step is slower on one thread (docs/notebook.md, "Where the CPU goes").
-            tf.config.threading.set_intra_op_parallelism_threads(1)
-            tf.config.threading.set_inter_op_parallelism_threads(1)
         try:
             self._service = build_learner_service(
                 config=config,
@@ -130,7 +161,8 @@ class LearnerHost:
         return self._built_service().latest_weights()
 
     def report(self):
-        return self._service.report()
+        report = self._service.report()
+        return dataclasses.replace(report, startup={**self._startup, **report.startup})
 
     def stop(self, timeout_s: float = 300.0):
         return self._service.stop(timeout_s)

@@ -43,16 +43,19 @@ class LearnerReport:
     # Seconds since each actor (by slot) last sent an unroll; 0 while it waits on a
     # full queue. Slots that have not sent since this learner started are absent.
     actor_silence_s: dict[int, float] = dataclasses.field(default_factory=dict)
+    # When this learner's start-up stages happened (`impala_rep.startup.STAGES` names them),
+    # on the wall clock; the ones not reached yet are absent.
+    startup: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def merge(cls, reports: Sequence[LearnerReport]) -> LearnerReport:
         """One report from the hosts' reports (the chief's first).
 
         Frames, queue contents and episodes add up; the step is the one every host
-        has completed; busy time is the hosts' mean; the loss metrics and the
-        checkpoint are the chief's; each actor's silence is its host's; the return
-        mean weighs each host's by the episodes it covers; the run is done, or
-        failed, once any host is.
+        has completed; busy time is the hosts' mean; the loss metrics, the
+        checkpoint and the start-up stages are the chief's; each actor's silence is
+        its host's; the return mean weighs each host's by the episodes it covers; the
+        run is done, or failed, once any host is.
         """
         if not reports:
             raise ValueError("merge needs at least one report")
@@ -99,4 +102,5 @@ class LearnerReport:
             actor_silence_s={
                 slot: silence for r in reports for slot, silence in r.actor_silence_s.items()
             },
+            startup=dict(chief.startup),
         )

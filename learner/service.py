@@ -51,6 +51,7 @@ from impala_rep.learner.liveness import ActorLiveness
 from impala_rep.learner.publishing import WeightPublisher
 from impala_rep.learner.report import LearnerReport
 from impala_rep.learner.unroll_queue import QueueClosed, UnrollQueue
+from impala_rep.startup import stamp
 from impala_rep.unroll import EpisodeStats, Unroll
 
 __all__ = ["LearnerService", "TrainingPlan"]
@@ -159,6 +160,9 @@ class LearnerService:
         self._checkpoints = CheckpointSchedule(
             checkpoint, every_s=checkpoint_every_s, clock=clock, last=last_checkpoint
         )
+        # Start-up stages this service sees (`impala_rep.startup`): set once each, by
+        # whichever thread gets there first.
+        self._startup = {"learner built": stamp()}
         self._thread = threading.Thread(target=self._train_loop, name="learner", daemon=True)
         self._thread.start()
 
@@ -176,6 +180,7 @@ class LearnerService:
                     self._queue.put(unroll, stats)
                 except QueueClosed:
                     pass
+                self._startup.setdefault("first unroll", stamp())
         version, weights = self._publisher.hand_out()
         return self._done.is_set(), version, weights
 
@@ -193,6 +198,7 @@ class LearnerService:
             non_finite=self._non_finite,
             last_checkpoint=self._checkpoints.last,
             actor_silence_s=self._liveness.silence_s(),
+            startup=dict(self._startup),
         )
 
     def stop(self, timeout_s: float = 300.0) -> bool:
@@ -311,6 +317,7 @@ class LearnerService:
                     policy_lag=policy_lag,
                 )
                 self._trained_states.update(taken.states)
+                self._startup.setdefault("first trained frame", stamp())
                 if not group.lockstep:
                     save = self._checkpoints.due()  # a single host decides after its step
                 if save and self._checkpoints.enabled:

@@ -10,7 +10,9 @@ others, and makes a launch fail the test that tried it, so a missing mark shows 
 
 import os
 import pathlib
+import shutil
 import subprocess
+import tempfile
 
 import pytest
 
@@ -44,6 +46,17 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "launches: starts Ray or another process (not in --fast)")
+    # The learner's XLA compilation cache (and any other per-user cache) goes to a directory
+    # of this session's, not the user's ~/.cache: the processes the tests start inherit it
+    # (xdist's workers too, set here by the controller before it starts them).
+    if not hasattr(config, "workerinput") and "IMPALA_REP_TEST_CACHE" not in os.environ:
+        cache = tempfile.mkdtemp(prefix="impala-rep-test-cache-")
+        os.environ["XDG_CACHE_HOME"] = os.environ["IMPALA_REP_TEST_CACHE"] = cache
+
+
+def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput") and "IMPALA_REP_TEST_CACHE" in os.environ:
+        shutil.rmtree(os.environ.pop("IMPALA_REP_TEST_CACHE"), ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):

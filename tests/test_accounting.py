@@ -43,7 +43,7 @@ def test_the_fields_are_learner_report_fields():
     assert set(fields) <= names
     # With the service's own fields, every field a report needs.
     service_fields = {"learner_steps", "done", "error", "non_finite", "last_checkpoint"}
-    assert names - set(fields) - service_fields == {"actor_silence_s"}
+    assert names - set(fields) - service_fields == {"actor_silence_s", "startup"}
 
 
 def test_before_any_step():

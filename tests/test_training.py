@@ -15,6 +15,7 @@ ray = pytest.importorskip("ray")
 from impala_rep.config import TrainConfig  # noqa: E402
 from impala_rep.run.plotting import plot_run  # noqa: E402
 from impala_rep.run.training import train  # noqa: E402
+from impala_rep.startup import STAGES  # noqa: E402
 
 RANDOM_POLICY_RETURN = 22.0  # CartPole-v1 with uniform random actions averages ~22
 
@@ -74,6 +75,14 @@ def test_cartpole_learns_with_two_actors_and_two_replicas(local_ray, tmp_path, c
     last = records[-1]
     assert last["frames_produced"] == last["frames"] + last["frames_queued"]
     assert any(name.startswith("events") for name in os.listdir(logdir / "tensorboard"))
+    # Start-up, by stage (impala_rep/startup.py): every one of them, in seconds from the call.
+    events = [json.loads(line) for line in (logdir / "events.jsonl").read_text().splitlines()]
+    (startup,) = [e["seconds"] for e in events if e["event"] == "startup"]
+    assert set(startup) == set(STAGES)
+    in_order = ["learner process", "tensorflow imported", "learner built", "first unroll"]
+    assert [startup[s] for s in in_order] == sorted(startup[s] for s in in_order)
+    assert startup["ray started"] <= startup["learner built"]
+    assert 0 < startup["first unroll"] <= startup["first trained frame"] < result.wall_s
     # TensorBoard reads every report's numbers back, at step `frames`.
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

@@ -183,9 +183,12 @@ import tensorflow as tf
 from impala_rep.agent import MLPAgent
 from impala_rep.config import TrainConfig
 from impala_rep.learner.ray_learner import LearnerHost
-host = LearnerHost()  # the Ray learner's class, run in this fresh process without Ray
-host.start(config=TrainConfig.from_keys(dict(learner_xla=sys.argv[1] == "on", total_frames=1000)),
-           observation_shape=(4,), agent_factory=functools.partial(MLPAgent, num_actions=2))
+config = TrainConfig.from_keys(dict(learner_xla=sys.argv[1] == "on", total_frames=1000))
+# The Ray learner's class, run in this fresh process without Ray; given its settings when made,
+# it imports TensorFlow (and sets the pools) before `start` is called, as under Ray.
+host = LearnerHost(config.learner if sys.argv[2] == "preload" else None)
+host.start(config=config, observation_shape=(4,),
+           agent_factory=functools.partial(MLPAgent, num_actions=2))
 print(json.dumps([tf.config.threading.get_intra_op_parallelism_threads(),
                   tf.config.threading.get_inter_op_parallelism_threads()]))
 host.stop()
@@ -193,13 +196,14 @@ host.stop()
 
 
 @pytest.mark.launches
+@pytest.mark.parametrize("made", ["preload", "plain"])
 @pytest.mark.parametrize("xla,threads", [("on", [1, 1]), ("off", [0, 0])])
-def test_a_learner_host_with_xla_runs_tensorflow_on_one_thread(xla, threads):
+def test_a_learner_host_with_xla_runs_tensorflow_on_one_thread(xla, threads, made):
     # One thread under XLA (cheaper for the MLP: docs/notebook.md, "Where the CPU goes");
     # TensorFlow's default pools (0: one thread per core) without it, where the CNN step
     # needs them.
     out = subprocess.run(
-        [sys.executable, "-c", _LEARNER_HOST, xla],
+        [sys.executable, "-c", _LEARNER_HOST, xla, made],
         capture_output=True,
         text=True,
         timeout=300,

@@ -245,12 +245,26 @@ class LearnerConfig:
         "convert the learner's step with AutoGraph (Python control flow on tensors)",
         flag="--learner-autograph",
     )
+    xla_cache: str = _field(
+        "auto",
+        "where the learner keeps its XLA-compiled steps for later runs to load instead of "
+        "compiling (seconds of start-up), on the learner's machine: a directory, auto "
+        "($XDG_CACHE_HOME/impala-rep/xla, else ~/.cache/impala-rep/xla) or none",
+        flag="--xla-cache",
+        metavar="DIR",
+    )
 
     def __post_init__(self):
         _positive_ints(self, "hosts", "batch_size", "passes", "queue_capacity")
         _bools(self, "loss_grad_norms")
         _numbers(self, ("target_kl",), lambda v: v > 0, "must be > 0", optional=True)
         _bools(self, "xla", "autograph", auto=True)
+        require(
+            isinstance(self.xla_cache, str) and self.xla_cache.strip() != "",
+            "xla_cache",
+            self.xla_cache,
+            "must be a directory, 'auto' or 'none'",
+        )
         _numbers(self, ("checkpoint_every_s",), lambda v: v > 0, "must be a positive number")
         spec = parse_devices(self.devices)  # raises naming the spec and what is allowed
         if self.hosts > 1:

@@ -29,6 +29,7 @@ class LocalLauncher:
         self._service = None
         self.fleet = None  # set by start()
         self.restored_from: str | None = None
+        self.startup: dict[str, float] = {}  # no Ray, no learner process: the service's only
 
     def connect(self) -> None:
         """Nothing to connect to: everything runs in this process."""

@@ -24,6 +24,7 @@ from impala_rep.run.prepare import RunPlan
 from impala_rep.run.ray_cluster import check_reachable, check_resources
 from impala_rep.run.ray_errors import describe_ray_error, failed_to_start
 from impala_rep.run.ray_setup import WORKER_ENV, is_loopback
+from impala_rep.startup import stamp
 
 __all__ = ["RayLauncher"]
 
@@ -45,6 +46,7 @@ class RayLauncher:
         self._learner_alive = True
         self._learner_stopped = False
         self.restored_from: str | None = None
+        self.startup: dict[str, float] = {}
 
     def connect(self) -> None:
         """Starts an embedded Ray, or joins the cluster at `--ray-address`; SetupError if the
@@ -60,6 +62,7 @@ class RayLauncher:
                 f"cluster there ({one_line(err)})"
             ) from None
         check_resources(config, ray.cluster_resources(), embedded=not config.run.ray_address)
+        self.startup["ray started"] = stamp()
 
     def start(self) -> None:
         """Starts building the learner (restored, on resume) and returns once Ray has placed
@@ -302,6 +305,22 @@ class _RayOwner:
         self._released.set()
 
 
+@contextlib.contextmanager
+def _environment(values: dict[str, str]):
+    """`values` in os.environ while the block runs (the processes it starts inherit them),
+    as it was afterwards."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def _start_ray(config) -> bool:
     """Connects to `config.run.ray_address` or starts an embedded Ray; True if we started it."""
     if ray.is_initialized():
@@ -313,20 +332,22 @@ def _start_ray(config) -> bool:
     # Embedded Ray for a single machine: on loopback (train() asked for Ray's local-only
     # mode, run/ray_setup.py), no dashboard, enough CPU slots for every learner host and
     # every actor even on a 2-core machine (they share the cores; the OS schedules them).
-    ray.init(
-        address="local",  # a new instance, even if RAY_ADDRESS names a running one
-        num_cpus=max(os.cpu_count() or 1, config.actors.num_actors + config.learner.hosts),
-        include_dashboard=False,
-        **console,
-        # Workers inherit the driver's TensorFlow log level (quiet by default) and keep
-        # Ray's crash handler (the driver does without it: run/ray_setup.py).
-        runtime_env={
-            "env_vars": {
-                "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
-                **WORKER_ENV,
-            }
-        },
-    )
+    # Workers inherit the driver's TensorFlow log level (quiet by default) and keep Ray's
+    # crash handler (the driver does without it: run/ray_setup.py) through the environment
+    # the node starts with, not a runtime env: for a job with a runtime env Ray starts new
+    # workers instead of handing out those it prestarted, which put most of a second before
+    # the learner's first line (docs/notebook.md, "Start-up").
+    worker_env = {
+        "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+        **WORKER_ENV,
+    }
+    with _environment(worker_env):
+        ray.init(
+            address="local",  # a new instance, even if RAY_ADDRESS names a running one
+            num_cpus=max(os.cpu_count() or 1, config.actors.num_actors + config.learner.hosts),
+            include_dashboard=False,
+            **console,
+        )
     address = ray.util.get_node_ip_address()
     if not is_loopback(address):
         print(

@@ -24,6 +24,7 @@ from impala_rep.run.errors import one_line
 from impala_rep.run.prepare import RunPlan
 from impala_rep.run.run_log import RunLog, write_json_atomically
 from impala_rep.run.supervisor import ActorFailure
+from impala_rep.startup import STAGES, stamp
 
 __all__ = ["Monitor", "TrainResult", "RECORD_FIELDS"]
 
@@ -76,6 +77,7 @@ class Monitor:
         self._log: RunLog | None = None
         self._last: dict[str, float] = {}
         self._no_episode_hint: float | None = None  # frames produced at which to give it
+        self._startup: dict[str, float] | None = {}  # the launcher's stages; None once written
         self.records: list[dict[str, Any]] = []
         self.last_checkpoint: tuple[str, int] | None = None
         self.write_failure: str | None = None  # the first failed write of the logs, one line
@@ -93,9 +95,17 @@ class Monitor:
             file=out,
         )
 
-    def open(self, first: LearnerReport, *, restored_from: str | None) -> None:
+    def open(
+        self,
+        first: LearnerReport,
+        *,
+        restored_from: str | None,
+        startup: dict[str, float] | None = None,
+    ) -> None:
         """The run is running: writes config.json and opens the logs; `first` is the learner's
-        first report (after a restore: the restored counters)."""
+        first report (after a restore: the restored counters); `startup` the stages the
+        launcher stamped (`impala_rep.startup`), for the start-up event."""
+        self._startup = dict(startup or {})
         if self._config.run.logdir is not None:
             with self._writing():
                 self._open_logs(first, restored_from)
@@ -197,6 +207,31 @@ class Monitor:
         if progress:
             self._progress.update(record)
         self._hint_if_no_episode_ends(record)
+        self._startup_event(report)
+
+    def _startup_event(self, report: LearnerReport) -> None:
+        """Once the first frame is trained: a `startup` event in events.jsonl, each stage in
+        seconds from the `train` call (`called_at`, on the stages' clock, places them
+        against a launch measured outside, as benchmarks/startup.py does)."""
+        if self._startup is None or "first trained frame" not in report.startup:
+            return
+        stamps = {**self._startup, **report.startup}
+        self._startup = None  # one event per run
+        if self._log is not None:
+            called_at = stamp() - (time.monotonic() - self._start)
+            with self._writing():
+                self._log.event(
+                    {
+                        "event": "startup",
+                        "wall_s": self._wall_s(),
+                        "called_at": called_at,
+                        "seconds": {
+                            name: round(stamps[name] - called_at, 3)
+                            for name in STAGES
+                            if name in stamps
+                        },
+                    }
+                )
 
     def _hint_if_no_episode_ends(self, record: dict[str, Any]) -> None:
         """Once, when every env has stepped _NO_EPISODE_STEPS times without an episode ending:

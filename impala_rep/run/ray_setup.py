@@ -14,8 +14,9 @@ Ray's defaults (and, for the loopback one, gets a warning from the launcher).
 - Signals. While `ray.init` runs, Ray's core worker installs a failure-signal
   handler that aborts the driver on SIGTERM (exit 134, not 143, and no clean
   stop). `RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1` leaves SIGTERM to the driver
-  (`impala_rep.run.shutdown`); Ray's workers get `0` back through the run's
-  runtime env, so their crash reports are kept.
+  (`impala_rep.run.shutdown`). Ray reads it when `ray` is imported, so the driver
+  sets it back to `0` while it starts the embedded node (`WORKER_ENV`): the node's
+  processes, and the workers they start, inherit that and keep their crash reports.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ __all__ = ["prepare_ray_import", "is_loopback", "WORKER_ENV"]
 _LOCAL_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 _NO_FAILURE_HANDLER = "RAY_DISABLE_FAILURE_SIGNAL_HANDLER"
 
-# What the workers of a run get back (runtime env): their crash handlers.
+# What the workers of an embedded Ray get back (in the environment the node starts with):
+# their crash handlers.
 WORKER_ENV = {_NO_FAILURE_HANDLER: "0"}
 
 

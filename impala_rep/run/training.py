@@ -55,6 +55,10 @@ class Launcher(Protocol):
     """The checkpoint the learner was restored from, once `wait_started` has returned;
     None for a fresh start."""
 
+    startup: dict[str, float]
+    """The start-up stages the launcher itself saw (`impala_rep.startup`: "ray started"),
+    stamped as they happened; the learner's come in its reports."""
+
     def connect(self) -> None:
         """Starts or joins what the run runs on (Ray, for the Ray launcher). SetupError if
         that cannot be done or could never place the run."""
@@ -176,7 +180,7 @@ def _drive(launcher: Launcher, monitor: Monitor, signals: StopSignals, plan: Run
     first = launcher.wait_started()
     actors.learner_ready()
     placement = launcher.placement()  # may fail (TrainingFailed): nothing is written yet
-    monitor.open(first, restored_from=launcher.restored_from)
+    monitor.open(first, restored_from=launcher.restored_from, startup=launcher.startup)
     if placement is not None:
         monitor.say(placement)
     failure = monitor.write_failure
