@@ -26,6 +26,7 @@ import difflib
 import os
 import pathlib
 import re
+import statistics
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -525,6 +526,27 @@ def results_page() -> str:
             )
         )
         out.append("\n")
+    out.append(
+        "## Start-up\n\n"
+        "Seconds from `impala-rep train --env CartPole-v1`'s launch to each start-up stage, "
+        "from the run's `startup` event (`events.jsonl`), beside the two costs the start "
+        "cannot avoid, each measured in the same sitting in a new process from launch to exit: "
+        '`python -c "import tensorflow"` and `python -c "import ray; ray.init(); '
+        'ray.shutdown()"`. The first repeat starts with an empty XLA compilation cache (a '
+        "machine's first run of a setting compiles the learner's step), the others load the "
+        "step it compiled (`--xla-cache`). `benchmarks/startup.py` measures it.\n\n"
+    )
+    out.append(startup_section())
+    out.append(
+        "\n## Beside Stable-Baselines3\n\n"
+        "Seconds from launch to a 100-episode mean return of 475 on CartPole-v1, imports "
+        "included: SB3's PPO with rl-baselines3-zoo's tuned hyperparameters (8 envs, n_steps "
+        "32, 20 epochs, linear decays over the zoo's 100k steps) and `impala-rep train` with "
+        "its defaults, one run at a time, alternating, in the same sitting "
+        "(`benchmarks/sb3_peer.py`, SB3 in a venv of its own).\n\n"
+    )
+    out.append(sb3_section())
+    out.append("\n")
     anchors = ledger.load_anchors()
     out.append(
         "## Anchors\n\nThe published figures beside ours, from `benchmarks/anchors.json`.\n\n"
@@ -539,6 +561,88 @@ def results_page() -> str:
         )
     )
     return "".join(out)
+
+
+def startup_section(results: pathlib.Path | None = None) -> str:
+    """The newest start-up records (`benchmarks/startup.py`): each stage of each repeat."""
+    from impala_rep.startup import STAGES
+
+    batch = ledger.newest_batch(ledger.load_records("startup", results or ledger.RESULTS))
+    if not batch:
+        return "No start-up record yet: run `benchmarks/startup.py`.\n"
+    columns = ["train() called", *STAGES]
+    rows = [
+        [
+            r["seed"],
+            r["figures"]["xla_cache"],
+            f"{r['figures']['tf_import_s']:.1f}",
+            f"{r['figures']['ray_init_shutdown_s']:.1f}",
+            *(_number(r["figures"]["stages_s"].get(c), 2) for c in columns),
+            f"{r['figures']['ratio']:.2f}",
+        ]
+        for r in batch
+    ]
+    warm = [r["figures"]["ratio"] for r in batch if r["figures"]["xla_cache"] == "warm"]
+    summary = (
+        f"Median over the warm repeats: the first trained frame came at "
+        f"{statistics.median(warm):.2f}× the two bare costs together.\n\n"
+        if warm
+        else ""
+    )
+    return (
+        _table(
+            ["repeat", "XLA cache", "bare TF import", "bare Ray init + shutdown"]
+            + [f"{c} (s)" for c in columns]
+            + ["first frame ÷ bare sum"],
+            rows,
+        )
+        + "\n"
+        + summary
+        + f"Records: `{batch[0]['path'].rsplit('/', 1)[0]}/`, commit "
+        f"{(batch[0]['code']['commit'] or '?')[:10]}, {_machines([{'records': batch}])}.\n"
+    )
+
+
+def sb3_section(results: pathlib.Path | None = None) -> str:
+    """The newest side-by-side records with SB3's PPO (`benchmarks/sb3_peer.py`)."""
+    batch = ledger.newest_batch(ledger.load_records("sb3_peer", results or ledger.RESULTS))
+    if not batch:
+        return "No record yet: run `benchmarks/sb3_peer.py`.\n"
+
+    def cells(figures: dict) -> list[str]:
+        if figures["seconds_to_475"] is None:
+            return ["not reached", "–"]
+        return [f"{figures['seconds_to_475']:.1f}", f"{figures['frames_to_475']:,}"]
+
+    rows = [
+        [r["seed"], *cells(r["figures"]["impala_rep"]), *cells(r["figures"]["sb3_ppo"])]
+        for r in batch
+    ]
+    ours = [r["figures"]["impala_rep"]["seconds_to_475"] for r in batch]
+    peer = [r["figures"]["sb3_ppo"]["seconds_to_475"] for r in batch]
+    ratio = (
+        f"Median seconds to 475: {statistics.median(ours):.1f} against "
+        f"{statistics.median(peer):.1f}, {statistics.median(ours) / statistics.median(peer):.2f}×"
+        " SB3's.\n\n"
+        if None not in ours and None not in peer
+        else ""
+    )
+    return (
+        _table(
+            [
+                "seed",
+                "impala-rep: s from launch",
+                "frames",
+                "SB3 PPO: s from launch",
+                "frames",
+            ],
+            rows,
+        )
+        + "\n"
+        + ratio
+        + f"Records: `{batch[0]['path'].rsplit('/', 1)[0]}/`, commit "
+        f"{(batch[0]['code']['commit'] or '?')[:10]}, {_machines([{'records': batch}])}.\n"
+    )
 
 
 def recipe_times(results: pathlib.Path | None = None) -> str:
