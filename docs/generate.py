@@ -577,7 +577,10 @@ def startup_section(results: pathlib.Path | None = None) -> str:
             r["figures"]["xla_cache"],
             f"{r['figures']['tf_import_s']:.1f}",
             f"{r['figures']['ray_init_shutdown_s']:.1f}",
-            *(_number(r["figures"]["stages_s"].get(c), 2) for c in columns),
+            *(
+                "–" if (t := r["figures"]["stages_s"].get(c)) is None else f"{t:.1f}"
+                for c in columns
+            ),
             f"{r['figures']['ratio']:.2f}",
         ]
         for r in batch
