@@ -24,7 +24,7 @@ def build_actor(
     return_discount: float | None = None,
 ):
     """An `Actor` stepping `actors.envs_per_actor` copies of `env`, seeded with `seed`;
-    `return_discount` as `Actor` takes it (`TrainConfig.return_discount`).
+    `return_discount` as `Actor` takes it (`impala_rep.extensions.actor_return_discount`).
 
     It acts with the agent's TensorFlow-free twin where it has one (`acting_agent`), so
     it has no weights until `set_weights`; else it builds the agent."""

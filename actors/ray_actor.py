@@ -14,6 +14,7 @@ from typing import Any
 import ray
 
 from impala_rep.config import ActorConfig, EnvConfig, TrainConfig
+from impala_rep.extensions import actor_return_discount, extensions_for
 
 __all__ = ["RayActor", "create_actor"]
 
@@ -113,5 +114,5 @@ def create_actor(
         learner=learner,
         weights_from=weights_from,
         slot=slot,
-        return_discount=config.return_discount,
+        return_discount=actor_return_discount(extensions_for(config.loss)),
     )

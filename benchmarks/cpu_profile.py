@@ -42,6 +42,7 @@ import numpy as np
 from _common import MetricsTail, machine, table, write_json
 from _procs import ROLES, cpu_seconds, process_tree, role, rss_mib
 
+from impala_rep.extensions import actor_return_discount, extensions_for
 from impala_rep.run.run_log import read_metrics
 
 _SAMPLE_EVERY_S = 0.5
@@ -94,7 +95,7 @@ def work_costs(config, seconds: float, run: dict | None = None) -> dict[str, flo
         agent=plan.agent_factory(),
         unroll_length=t,
         seed=0,
-        return_discount=config.return_discount,
+        return_discount=actor_return_discount(extensions_for(config.loss)),
     )
     unroll, _ = actor.unroll()
     # The actor's own policy call, compiled or its agent's `host_step` (a private method:

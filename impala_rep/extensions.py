@@ -29,6 +29,10 @@ the actors and the launchers call the interface and know none of them by name:
   merges every host's, in host order, so all of them transform alike), what it does to a batch
   (`apply`), its metrics, and its state in a checkpoint (`checkpoint_key`, `state_size`,
   `state`, `restore`). The learner service runs them in the order of the extensions.
+- `return_discount` (optional, None when absent): the actors keep each env's discounted return
+  with this discount and send its moments with every unroll (`EpisodeStats.return_moments`),
+  for a batch transform that needs them (reward scaling). `actor_return_discount` is what the
+  launchers ask.
 
 `extensions_for(loss_config)` is the one place that maps the configuration to extensions, in
 the order they wrap: reward scaling, PopArt, then RND, which sees PopArt's agent and loss as
@@ -56,6 +60,7 @@ __all__ = [
     "EXTENSION_TYPES",
     "extensions_for",
     "batch_transforms",
+    "actor_return_discount",
     "wrap",
 ]
 
@@ -137,8 +142,10 @@ class _AgentAndLossUnchanged:
 class RewardScaling(_AgentAndLossUnchanged):
     """Rewards divided by the running standard deviation of the discounted return
     (`impala_rep.reward_scale`), on the learner's hosts before each update. The actors send the
-    moments of their envs' discounted returns with every unroll (`EpisodeStats.return_moments`,
-    as `TrainConfig.return_moments_discount` asks them to)."""
+    moments of their envs' returns discounted by `discount` (the loss's) with every unroll
+    (`EpisodeStats.return_moments`): its `return_discount`."""
+
+    discount: float
 
     title = "Reward scaling (`--normalize-rewards`)"
     metrics = {"reward_scale": "the standard deviation the last batch's rewards were divided by"}
@@ -147,6 +154,10 @@ class RewardScaling(_AgentAndLossUnchanged):
         from impala_rep.reward_scale import RewardScale
 
         return RewardScale()
+
+    @property
+    def return_discount(self) -> float:
+        return self.discount
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,7 +272,7 @@ def extensions_for(loss: Any, env_spec: Any = None) -> tuple[Extension, ...]:
     and RND on image observations is refused (ValueError)."""
     extensions: list[Extension] = []
     if loss.normalize_rewards:
-        extensions.append(RewardScaling())
+        extensions.append(RewardScaling(discount=float(loss.discount)))
     if loss.popart:
         extensions.append(PopArt(step_size=float(loss.popart_step_size)))
     if loss.rnd_cost:
@@ -290,6 +301,16 @@ def extensions_for(loss: Any, env_spec: Any = None) -> tuple[Extension, ...]:
 def batch_transforms(extensions: Sequence[Extension]) -> tuple[BatchTransform, ...]:
     """A new learner-host side of each extension that has one, in the extensions' order."""
     return tuple(t for e in extensions if (t := e.batch_transform()) is not None)
+
+
+def actor_return_discount(extensions: Sequence[Extension]) -> float | None:
+    """The discount of the running returns the actors keep for `extensions` (their moments
+    go out with every unroll), or None when none asks for them. ValueError when two ask for
+    different discounts: the actors keep one."""
+    asked = {d for e in extensions if (d := getattr(e, "return_discount", None)) is not None}
+    if len(asked) > 1:
+        raise ValueError(f"extensions ask the actors for returns discounted by {sorted(asked)}")
+    return asked.pop() if asked else None
 
 
 def wrap(

@@ -15,6 +15,7 @@ from impala_rep.agent import AgentInputs
 from impala_rep.agent_factory import acting_agent, make_agent
 from impala_rep.config import TrainConfig
 from impala_rep.envs import make_vector_env
+from impala_rep.extensions import actor_return_discount, extensions_for
 from impala_rep.run.prepare import prepare
 
 
@@ -62,7 +63,7 @@ def test_an_actor_with_the_twin_plays_as_one_with_the_agent():
         actors=config.actors,
         agent_factory=plan.agent_factory,
         seed=3,
-        return_discount=config.return_discount,
+        return_discount=actor_return_discount(extensions_for(config.loss)),
     )
     agent = plan.agent_factory()
     agent_actor = Actor(
@@ -70,7 +71,7 @@ def test_an_actor_with_the_twin_plays_as_one_with_the_agent():
         agent=agent,
         unroll_length=config.actors.unroll_length,
         seed=3,
-        return_discount=config.return_discount,
+        return_discount=actor_return_discount(extensions_for(config.loss)),
     )
     weights = _random_weights([w.shape for w in agent.get_weights()], seed=4)
     for actor in (twin_actor, agent_actor):

@@ -2,6 +2,7 @@
 agent and the loss, its metric reaches the learner's step and its check refuses a loss that
 skips it; the built-in ones keep or drop the acting twin as acting requires."""
 
+import dataclasses
 import functools
 import pickle
 from typing import ClassVar
@@ -26,6 +27,7 @@ from impala_rep.extensions import (
     BatchTransform,
     PopArt,
     RandomNetworkDistillation,
+    actor_return_discount,
     batch_transforms,
     extensions_for,
 )
@@ -102,6 +104,21 @@ def test_the_config_turns_on_the_built_in_extensions_in_wrapping_order():
     transforms = batch_transforms(chosen)
     assert [type(t) for t in transforms] == [RewardScale]
     assert isinstance(transforms[0], BatchTransform)
+
+
+def test_the_actors_keep_returns_at_the_discount_reward_scaling_asks_for():
+    """The launchers ask the extensions, not the config, what the actors keep returns for."""
+    scaled = extensions_for(LossConfig(normalize_rewards=True, discount=0.97, popart=True))
+    assert actor_return_discount(scaled) == pytest.approx(0.97)
+    assert actor_return_discount(extensions_for(LossConfig(normalize_rewards=False))) is None
+
+    @dataclasses.dataclass(frozen=True)
+    class Returns:  # any extension may ask (the attribute is optional)
+        return_discount: float
+
+    assert actor_return_discount([*scaled, Returns(0.97)]) == pytest.approx(0.97)
+    with pytest.raises(ValueError, match="discounted by"):
+        actor_return_discount([*scaled, Returns(0.9)])
 
 
 def test_rnd_keeps_the_policys_acting_twin_and_popart_drops_it():

@@ -581,11 +581,6 @@ class TrainConfig:
 
     # --- derived quantities --------------------------------------------------------------
     @property
-    def return_discount(self) -> float | None:
-        """The discount of the running returns actors keep for reward scaling; None: off."""
-        return self.loss.discount if self.loss.normalize_rewards else None
-
-    @property
     def steps_per_update(self) -> int:
         """Agent steps the learner consumes per update: T * B."""
         return self.actors.unroll_length * self.learner.batch_size

@@ -13,6 +13,7 @@ import queue
 import threading
 import time
 
+from impala_rep.extensions import actor_return_discount, extensions_for
 from impala_rep.learner.report import LearnerReport
 from impala_rep.run.errors import TrainingFailed, one_line
 from impala_rep.run.prepare import RunPlan
@@ -104,7 +105,7 @@ class _ThreadActorFleet:
                 actors=config.actors,
                 agent_factory=self._plan.agent_factory,
                 seed=seed,
-                return_discount=config.return_discount,
+                return_discount=actor_return_discount(extensions_for(config.loss)),
             )
             version, published = service.latest_weights()
             actor.set_weights(published[0], version)
