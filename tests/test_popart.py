@@ -355,7 +355,8 @@ def test_a_users_loss_popart_cannot_build_on_is_refused_before_anything_starts(t
     """The user's loss is checked as the run will call it: under PopArt, as its base loss."""
     from in_process_cli import refused_in_process
 
-    code = tmp_path / "my_loss.py"
+    # A module name of its own: other files import their own `my_loss` in the same process.
+    code = tmp_path / "popart_base_loss.py"
     code.write_text(
         "from impala_rep import impala_loss_fn\n\n"
         "def no_means(**kwargs):\n"

@@ -95,7 +95,8 @@ def test_a_killed_actor_is_replaced_and_counted(local_ray, tmp_path):
     assert result.actor_restarts >= 1
     assert result.frames >= config.run.total_frames  # training went on to the end
     events = [json.loads(line) for line in (logdir / "events.jsonl").read_text().splitlines()]
-    assert events[0]["event"] == "actor_restart" and "died" in events[0]["cause"]
+    restarts = [e for e in events if e["event"] == "actor_restart"]  # beside `startup`
+    assert restarts and "died" in restarts[0]["cause"]
     last = records(logdir)[-1]
     assert last["actor_restarts"] == result.actor_restarts
     assert last["frames_produced"] == last["frames"] + last["frames_queued"]
@@ -133,7 +134,10 @@ def test_killed_learner_stops_the_run_and_resume_continues_on_two_replicas(local
 
     # Records of frames trained after the checkpoint (then lost with the learner) are
     # dropped on resume, so that frames and episodes never go backwards in metrics.jsonl.
-    resumed_event = json.loads((logdir / "events.jsonl").read_text().splitlines()[-1])
+    events = [json.loads(line) for line in (logdir / "events.jsonl").read_text().splitlines()]
+    # The resumed command's events: `resumed`, then its own `startup` once it trained a frame.
+    resumed_event = [e for e in events if e["event"] == "resumed"][-1]
+    assert events[-1]["event"] == "startup"
     assert resumed_event["event"] == "resumed" and resumed_event["checkpoint"].endswith(
         f"ckpt-{step}"
     )

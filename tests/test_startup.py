@@ -104,7 +104,9 @@ def _train(tmp_path, name, *flags, env=None):
         check=True,
         capture_output=True,
         timeout=300,
-        env=None if env is None else {**os.environ, **env},
+        # Not TF_XLA_FLAGS: a learner built in this process (tests/test_xla.py) points it at
+        # the session's cache, and a cache set there wins over --xla-cache.
+        env={**{k: v for k, v in os.environ.items() if k != "TF_XLA_FLAGS"}, **(env or {})},
     )
     return logdir
 
