@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shutil
+import subprocess
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +25,27 @@ def import_tensorflow():
     import tensorflow as tf
 
     return tf
+
+
+def peer_venv(venv: pathlib.Path, installs: Sequence[Sequence[str]]) -> pathlib.Path:
+    """A peer's Python in a venv of its own (this project never depends on a peer), made on
+    the first call by one `pip install` per entry of `installs`, in order; a few minutes."""
+    python = venv / "bin" / "python"
+    if python.exists():
+        return python
+    print(
+        f"making {venv} ({', '.join(dict.fromkeys(p for i in installs for p in i))}); "
+        "a few minutes",
+        flush=True,
+    )
+    try:
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        for packages in installs:
+            subprocess.run([str(python), "-m", "pip", "install", "--quiet", *packages], check=True)
+    except subprocess.CalledProcessError as err:
+        shutil.rmtree(venv, ignore_errors=True)  # a half-made venv would be taken for a made one
+        raise SystemExit(f"could not make the peer's venv: {err}") from None
+    return python
 
 
 def split_train_flags(argv: Sequence[str]) -> tuple[list[str], list[str]]:

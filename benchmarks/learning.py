@@ -82,9 +82,9 @@ EVAL_EPISODES = 100
 EVAL_FRAME_BUDGET = 2_000_000  # 100 classic-control episodes take at most 50k
 
 
-def run_one(task: Task, seed: int, logdir: pathlib.Path, extra: list[str]) -> dict:
-    """One `impala-rep train` command; the first record at the threshold, timed from launch."""
-    command = [
+def train_command(task: Task, seed: int, logdir: pathlib.Path, extra: list[str]) -> list[str]:
+    """`impala-rep train` of `task` on `seed` into `logdir`, as a user runs it."""
+    return [
         IMPALA_REP,
         "train",
         "--env",
@@ -98,6 +98,11 @@ def run_one(task: Task, seed: int, logdir: pathlib.Path, extra: list[str]) -> di
         *task.flags,
         *extra,
     ]
+
+
+def run_one(task: Task, seed: int, logdir: pathlib.Path, extra: list[str]) -> dict:
+    """One `impala-rep train` command; the first record at the threshold, timed from launch."""
+    command = train_command(task, seed, logdir, extra)
     tail = MetricsTail(logdir)
     start = time.monotonic()
     process = subprocess.Popen(

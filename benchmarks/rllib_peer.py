@@ -36,7 +36,7 @@ import sys
 import time
 
 import _common  # noqa: F401  (quiets TensorFlow before it is imported)
-from _common import split_train_flags, table, write_json
+from _common import peer_venv, split_train_flags, table, write_json
 from learning import TASKS, run_one
 
 from impala_rep.run.run_log import read_metrics
@@ -47,24 +47,6 @@ PEER = pathlib.Path(__file__).with_name("_rllib_impala_cartpole.py")
 # downloads a CUDA build.
 TORCH = "torch==2.13.0"
 TARGET = 475.0
-
-
-def ensure_venv(venv: pathlib.Path) -> pathlib.Path:
-    """The peer's Python, making its venv first if it has none."""
-    python = venv / "bin" / "python"
-    if python.exists():
-        return python
-    import ray
-
-    print(f"making {venv} (ray[rllib]=={ray.__version__}, {TORCH}); a few minutes", flush=True)
-    try:
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        for packages in ([TORCH], [f"ray[rllib]=={ray.__version__}", TORCH]):
-            subprocess.run([str(python), "-m", "pip", "install", "--quiet", *packages], check=True)
-    except subprocess.CalledProcessError as err:
-        shutil.rmtree(venv, ignore_errors=True)  # a half-made venv would be taken for a made one
-        raise SystemExit(f"could not make the peer's venv: {err}") from None
-    return python
 
 
 def run_rllib(python: pathlib.Path, seed: int, seconds: float) -> dict:
@@ -134,7 +116,10 @@ def main() -> None:
     parser.add_argument("--venv", default=str(ROOT / "runs" / "benchmarks" / "rllib-venv"))
     parser.add_argument("--out", default=str(ROOT / "runs" / "benchmarks" / "rllib_peer"))
     args = parser.parse_args(argv)
-    python = ensure_venv(pathlib.Path(args.venv))
+    import ray
+
+    rllib = f"ray[rllib]=={ray.__version__}"
+    python = peer_venv(pathlib.Path(args.venv), [[TORCH], [rllib, TORCH]])
     out = pathlib.Path(args.out)
     rows, results = [], []
     for seed in args.seeds:

@@ -36,8 +36,8 @@ import time
 
 import _common  # noqa: F401  (quiets TensorFlow before it is imported)
 import ledger
-from _common import MetricsTail, split_train_flags, table
-from learning import IMPALA_REP, TASKS, reaches
+from _common import MetricsTail, peer_venv, split_train_flags, table
+from learning import TASKS, reaches, train_command
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PEER = pathlib.Path(__file__).with_name("_sb3_ppo_cartpole.py")
@@ -45,22 +45,6 @@ TORCH = "torch==2.13.0"  # the CPU build in pip's cache; another version downloa
 SB3 = "stable-baselines3==2.9.2"
 TARGET = 475.0
 _POLL_S = 0.1
-
-
-def ensure_venv(venv: pathlib.Path) -> pathlib.Path:
-    """The peer's Python, making its venv first if it has none."""
-    python = venv / "bin" / "python"
-    if python.exists():
-        return python
-    print(f"making {venv} ({SB3}, {TORCH}); a few minutes", flush=True)
-    try:
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        for packages in ([TORCH], [SB3, TORCH]):
-            subprocess.run([str(python), "-m", "pip", "install", "--quiet", *packages], check=True)
-    except subprocess.CalledProcessError as err:
-        shutil.rmtree(venv, ignore_errors=True)  # a half-made venv would be taken for a made one
-        raise SystemExit(f"could not make the peer's venv: {err}") from None
-    return python
 
 
 def run_sb3(python: pathlib.Path, seed: int) -> dict:
@@ -86,21 +70,9 @@ def run_sb3(python: pathlib.Path, seed: int) -> dict:
 def run_ours(seed: int, extra: list[str]) -> dict:
     task = TASKS["cartpole"]
     logdir = pathlib.Path(tempfile.mkdtemp(prefix="sb3-peer-")) / "run"
-    command = [
-        IMPALA_REP,
-        "train",
-        "--env",
-        task.env,
-        "--seed",
-        str(seed),
-        "--total-frames",
-        str(task.frames),
-        "--report-every",
-        "0.25",
-        "--logdir",
-        str(logdir),
-        *extra,
-    ]
+    # The 1M frames learning.py gives CartPole (the same learning-rate schedule), reports
+    # every 0.25 s so that the threshold is not rounded up to the next report.
+    command = train_command(task, seed, logdir, ["--report-every", "0.25", *extra])
     tail, hit = MetricsTail(logdir), None
     launch = time.monotonic()
     try:
@@ -135,7 +107,7 @@ def main() -> None:
     parser.add_argument("--label", default="defaults")
     parser.add_argument("--no-record", action="store_true", help="write no ledger record")
     args = parser.parse_args(argv)
-    python = ensure_venv(pathlib.Path(args.venv))
+    python = peer_venv(pathlib.Path(args.venv), [[TORCH], [SB3, TORCH]])
     rows, ours_s, sb3_s = [], [], []
     for seed in args.seeds:
         print(f"seed {seed}: SB3 PPO ...", flush=True)
