@@ -1,4 +1,4 @@
-"""IMPALA loss terms for a softmax policy and a state-value baseline.
+"""IMPALA loss terms for a policy over any action space and a state-value baseline.
 
 As in the IMPALA paper and deepmind/scalable_agent's ``experiment.py``, each
 loss is SUMMED over time and batch (not averaged), so the learning rate and
@@ -7,9 +7,15 @@ as in those references.
 
 Shapes are time-major and follow the package's time-indexing convention (see
 the ``impala_rep`` package docstring and :mod:`impala_rep.vtrace`): ``T`` is
-the unroll length, ``B`` the batch size, ``NUM_ACTIONS`` the number of
-discrete actions; ``logits[t]`` and ``values[t]`` come from observation ``t``,
-``actions[t]`` was taken there, and ``bootstrap_value = V(x_T)`` is ``[B]``.
+the unroll length, ``B`` the batch size, ``P`` the policy's parameters per step;
+``logits[t]`` and ``values[t]`` come from observation ``t``, ``actions[t]`` was
+taken there, and ``bootstrap_value = V(x_T)`` is ``[B]``.
+
+The policy's terms take its parameters (``logits``) and an
+``impala_rep.distributions.ActionDistribution`` that reads them: log-probabilities,
+entropy and KL come from it, so one loss serves softmax, multi-categorical and Gaussian
+policies alike. Without one they assume a softmax over the last axis, whose parameters
+are ``NUM_ACTIONS`` logits and whose actions are ``[T, B]`` integers.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import tensorflow as tf
 
 from impala_rep import vtrace
 from impala_rep.conversion import cast_to, float_tensor
+from impala_rep.distributions import ActionDistribution, or_categorical
 from impala_rep.shapes import assert_shape
 
 # The metrics `impala_loss` reports (metrics.jsonl, TensorBoard), and what each means.
@@ -55,36 +62,67 @@ __all__ = [
 ]
 
 
-def policy_gradient_loss(*, logits: Any, actions: Any, advantages: Any) -> tf.Tensor:
+def _policy_inputs(
+    distribution: ActionDistribution | None, dims: dict, **params: Any
+) -> tuple[ActionDistribution, dict[str, tf.Tensor]]:
+    """The distribution (a softmax if None) and each named ``[T, B, P]`` parameter tensor,
+    converted (to the first one's float dtype) and shape-checked."""
+    converted, dtype = {}, None
+    for name, value in params.items():
+        value = float_tensor(value) if dtype is None else cast_to(value, dtype)
+        dtype = value.dtype
+        converted[name] = value
+    distribution = or_categorical(distribution, next(iter(converted.values())))
+    for name, value in converted.items():
+        assert_shape(name, value, ("T", "B", distribution.num_params), dims=dims)
+    return distribution, converted
+
+
+def _actions(actions: Any, distribution: ActionDistribution, dims: dict) -> tf.Tensor:
+    # No dtype hint: with tf.int32 as one, a float (Gaussian) action array is truncated.
+    actions = tf.convert_to_tensor(actions)
+    assert_shape("actions", actions, ("T", "B", *distribution.action_shape), dims=dims)
+    return actions
+
+
+def policy_gradient_loss(
+    *,
+    logits: Any,
+    actions: Any,
+    advantages: Any,
+    distribution: ActionDistribution | None = None,
+) -> tf.Tensor:
     """``-sum_{t,b} log pi(a_t|x_t) * advantages_t`` (advantages gradient-stopped).
 
     Args:
-      logits: ``[T, B, NUM_ACTIONS]`` target-policy logits.
-      actions: ``[T, B]`` integer actions taken at observation ``t``.
+      logits: ``[T, B, P]`` target-policy parameters.
+      actions: ``[T, B, *action_shape]`` actions taken at observation ``t``.
       advantages: ``[T, B]`` e.g. V-trace ``pg_advantages``; treated as a
         constant weight.
+      distribution: the policy's distribution; None: a softmax.
 
     Returns:
       Scalar loss, in the dtype of ``logits``.
     """
     with tf.name_scope("policy_gradient_loss"):
-        logits = float_tensor(logits)
-        actions = tf.convert_to_tensor(actions, dtype_hint=tf.int32)
-        advantages = cast_to(advantages, logits.dtype)
         dims: dict = {}
-        assert_shape("logits", logits, ("T", "B", "NUM_ACTIONS"), dims=dims)
-        assert_shape("actions", actions, ("T", "B"), dims=dims)
+        distribution, params = _policy_inputs(distribution, dims, logits=logits)
+        logits = params["logits"]
+        actions = _actions(actions, distribution, dims)
+        advantages = cast_to(advantages, logits.dtype)
         assert_shape("advantages", advantages, ("T", "B"), dims=dims)
-
-        # Cross-entropy against the taken action is exactly -log pi(a_t|x_t).
-        neg_log_probs = tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=actions, logits=logits
-        )
-        return tf.reduce_sum(neg_log_probs * tf.stop_gradient(advantages))
+        log_probs = distribution.log_prob(logits, actions)
+        return -tf.reduce_sum(log_probs * tf.stop_gradient(advantages))
 
 
 def clipped_surrogate_loss(
-    *, logits: Any, behaviour_logits: Any, actions: Any, advantages: Any, clip: float
+    *,
+    logits: Any,
+    behaviour_logits: Any,
+    actions: Any,
+    advantages: Any,
+    clip: float,
+    distribution: ActionDistribution | None = None,
 ) -> tf.Tensor:
     """PPO's clipped surrogate, as APPO uses it on V-trace advantages:
     ``-sum_{t,b} min(r_t A_t, clip(r_t, 1 - clip, 1 + clip) A_t)`` with
@@ -95,56 +133,54 @@ def clipped_surrogate_loss(
     reuse) cannot move the policy far from the one that acted.
 
     Args:
-      logits: ``[T, B, NUM_ACTIONS]`` target-policy logits.
-      behaviour_logits: ``[T, B, NUM_ACTIONS]`` the actors' logits.
-      actions: ``[T, B]`` integer actions.
+      logits: ``[T, B, P]`` target-policy parameters.
+      behaviour_logits: ``[T, B, P]`` the actors' policy parameters.
+      actions: ``[T, B, *action_shape]`` actions.
       advantages: ``[T, B]`` advantages, treated as constants.
       clip: ``epsilon > 0``.
+      distribution: the policies' distribution; None: a softmax.
 
     Returns:
       Scalar loss, in the dtype of ``logits``.
     """
     with tf.name_scope("clipped_surrogate_loss"):
-        logits = float_tensor(logits)
-        behaviour_logits = cast_to(behaviour_logits, logits.dtype)
-        actions = tf.convert_to_tensor(actions, dtype_hint=tf.int32)
-        advantages = tf.stop_gradient(cast_to(advantages, logits.dtype))
         dims: dict = {}
-        assert_shape("logits", logits, ("T", "B", "NUM_ACTIONS"), dims=dims)
-        assert_shape("behaviour_logits", behaviour_logits, ("T", "B", "NUM_ACTIONS"), dims=dims)
-        assert_shape("actions", actions, ("T", "B"), dims=dims)
+        distribution, params = _policy_inputs(
+            distribution, dims, logits=logits, behaviour_logits=behaviour_logits
+        )
+        logits, behaviour_logits = params["logits"], params["behaviour_logits"]
+        actions = _actions(actions, distribution, dims)
+        advantages = tf.stop_gradient(cast_to(advantages, logits.dtype))
         assert_shape("advantages", advantages, ("T", "B"), dims=dims)
         if not clip > 0:
             raise ValueError(f"clip must be > 0, got {clip!r}")
-        log_pi = -tf.nn.sparse_softmax_cross_entropy_with_logits(labels=actions, logits=logits)
-        log_mu = -tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=actions, logits=tf.stop_gradient(behaviour_logits)
-        )
+        log_pi = distribution.log_prob(logits, actions)
+        log_mu = distribution.log_prob(tf.stop_gradient(behaviour_logits), actions)
         ratio = tf.exp(log_pi - log_mu)
         clipped = tf.clip_by_value(ratio, 1.0 - clip, 1.0 + clip)
         return -tf.reduce_sum(tf.minimum(ratio * advantages, clipped * advantages))
 
 
-def kl_loss(*, behaviour_logits: Any, logits: Any) -> tf.Tensor:
+def kl_loss(
+    *, behaviour_logits: Any, logits: Any, distribution: ActionDistribution | None = None
+) -> tf.Tensor:
     """``sum_{t,b} KL(mu(.|x_t) || pi(.|x_t))``: how far the learner's policy has moved from
     the behaviour policy (gradient-stopped) on the unroll's states.
 
     Args:
-      behaviour_logits: ``[T, B, NUM_ACTIONS]`` the actors' logits ``mu``.
-      logits: ``[T, B, NUM_ACTIONS]`` the learner's logits ``pi``.
+      behaviour_logits: ``[T, B, P]`` the actors' policy parameters ``mu``.
+      logits: ``[T, B, P]`` the learner's policy parameters ``pi``.
+      distribution: the policies' distribution; None: a softmax.
 
     Returns:
       Scalar loss, in the dtype of ``logits``.
     """
     with tf.name_scope("kl_loss"):
-        logits = float_tensor(logits)
-        behaviour_logits = tf.stop_gradient(cast_to(behaviour_logits, logits.dtype))
-        dims: dict = {}
-        assert_shape("behaviour_logits", behaviour_logits, ("T", "B", "NUM_ACTIONS"), dims=dims)
-        assert_shape("logits", logits, ("T", "B", "NUM_ACTIONS"), dims=dims)
-        log_mu = tf.nn.log_softmax(behaviour_logits, axis=-1)
-        log_pi = tf.nn.log_softmax(logits, axis=-1)
-        return tf.reduce_sum(tf.exp(log_mu) * (log_mu - log_pi))
+        distribution, params = _policy_inputs(
+            distribution, {}, logits=logits, behaviour_logits=behaviour_logits
+        )
+        behaviour = tf.stop_gradient(params["behaviour_logits"])
+        return tf.reduce_sum(distribution.kl(behaviour, params["logits"]))
 
 
 def batch_mean(x: Any) -> tf.Tensor:
@@ -226,25 +262,22 @@ def baseline_loss(*, values: Any, targets: Any) -> tf.Tensor:
         return 0.5 * tf.reduce_sum(tf.square(tf.stop_gradient(targets) - values))
 
 
-def entropy_loss(*, logits: Any) -> tf.Tensor:
+def entropy_loss(*, logits: Any, distribution: ActionDistribution | None = None) -> tf.Tensor:
     """Negative policy entropy ``-sum_{t,b} H(pi(.|x_t))``.
 
-    Minimising this maximises the entropy.  Computed from ``log_softmax`` so
-    that large logits do not produce ``0 * log 0`` NaNs.
+    Minimising this maximises the entropy (a softmax's is computed from ``log_softmax``,
+    so that large logits do not produce ``0 * log 0`` NaNs).
 
     Args:
-      logits: ``[T, B, NUM_ACTIONS]`` policy logits.
+      logits: ``[T, B, P]`` policy parameters.
+      distribution: the policy's distribution; None: a softmax.
 
     Returns:
       Scalar loss, in the dtype of ``logits``.
     """
     with tf.name_scope("entropy_loss"):
-        logits = float_tensor(logits)
-        assert_shape("logits", logits, ("T", "B", "NUM_ACTIONS"))
-        log_policy = tf.nn.log_softmax(logits, axis=-1)
-        policy = tf.exp(log_policy)
-        # sum_a p log p = -H, summed over all steps.
-        return tf.reduce_sum(policy * log_policy)
+        distribution, params = _policy_inputs(distribution, {}, logits=logits)
+        return -tf.reduce_sum(distribution.entropy(params["logits"]))
 
 
 def impala_loss(**kwargs: Any) -> tuple[tf.Tensor, dict[str, tf.Tensor], dict[str, tf.Tensor]]:
@@ -270,6 +303,7 @@ def impala_loss_terms(
     surrogate_clip: float | None = None,
     kl_cost: float = 0.0,
     normalize_advantages: bool = False,
+    distribution: ActionDistribution | None = None,
 ) -> tuple[tf.Tensor, dict[str, tf.Tensor], dict[str, tf.Tensor], dict[str, tf.Tensor]]:
     """Total IMPALA loss ``pg + baseline_cost * baseline + entropy_cost * entropy
     (+ kl_cost * kl)``.
@@ -280,9 +314,9 @@ def impala_loss_terms(
     convention.  The logits are cast to the dtype of ``values``.
 
     Args:
-      target_logits: ``[T, B, NUM_ACTIONS]`` learner policy logits.
-      behaviour_logits: ``[T, B, NUM_ACTIONS]`` actor policy logits.
-      actions: ``[T, B]`` integer actions.
+      target_logits: ``[T, B, P]`` learner policy parameters.
+      behaviour_logits: ``[T, B, P]`` actor policy parameters.
+      actions: ``[T, B, *action_shape]`` actions (``[T, B]`` integers for a softmax).
       values: ``[T, B]`` ``V(x_t)`` from the learner.
       bootstrap_value: ``[B]`` ``V(x_T)``.
       rewards: ``[T, B]`` reward of transition ``t -> t+1``.
@@ -301,6 +335,8 @@ def impala_loss_terms(
       kl_cost: weight of :func:`kl_loss`, ``KL(mu || pi)`` (0: not in the loss).
       normalize_advantages: the policy term's advantages (either kind) standardised
         over the batch first (:func:`normalized_advantages`).
+      distribution: the policies' ``ActionDistribution``; None: a softmax over the
+        logits' last axis.
 
     Returns:
       ``(loss, sums, means, terms)``, the fields of :class:`impala_rep.loss_fn.LossOutput`:
@@ -326,6 +362,7 @@ def impala_loss_terms(
         dtype = values.dtype
         target_logits = tf.cast(float_tensor(target_logits), dtype)
         behaviour_logits = tf.cast(float_tensor(behaviour_logits), dtype)
+        distribution = or_categorical(distribution, target_logits)
 
         vt = vtrace.from_logits(
             behaviour_policy_logits=behaviour_logits,
@@ -338,6 +375,7 @@ def impala_loss_terms(
             clip_rho_threshold=clip_rho_threshold,
             clip_pg_rho_threshold=clip_pg_rho_threshold,
             lambda_=lambda_,
+            distribution=distribution,
         )
         if surrogate_clip is None:
             advantages = vt.pg_advantages
@@ -353,7 +391,10 @@ def impala_loss_terms(
         )
         if surrogate_clip is None:
             pg = policy_gradient_loss(
-                logits=target_logits, actions=actions, advantages=policy_advantages
+                logits=target_logits,
+                actions=actions,
+                advantages=policy_advantages,
+                distribution=distribution,
             )
         else:
             pg = clipped_surrogate_loss(
@@ -362,10 +403,13 @@ def impala_loss_terms(
                 actions=actions,
                 advantages=policy_advantages,
                 clip=surrogate_clip,
+                distribution=distribution,
             )
         baseline = baseline_loss(values=values, targets=vt.vs)
-        entropy = entropy_loss(logits=target_logits)
-        kl = kl_loss(behaviour_logits=behaviour_logits, logits=target_logits)
+        entropy = entropy_loss(logits=target_logits, distribution=distribution)
+        kl = kl_loss(
+            behaviour_logits=behaviour_logits, logits=target_logits, distribution=distribution
+        )
         # The weighted parts of the loss, with their gradients (the learner can report
         # each one's gradient norm: which part drives the update).
         terms = {

@@ -10,7 +10,8 @@ All tensors are time-major and follow the package's time-indexing convention
 
 * ``T``: unroll length.  An unroll holds ``T + 1`` observations ``x_0 .. x_T``.
 * ``B``: batch size.
-* ``NUM_ACTIONS``: size of the discrete action space.
+* ``P``: the policy's parameters per step (``NUM_ACTIONS`` logits for a softmax;
+  ``impala_rep.distributions``).
 
 ``logits[t]`` and ``values[t]`` are computed from observation ``t``;
 ``actions[t]`` was taken at observation ``t``; ``rewards[t]`` and
@@ -33,6 +34,7 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 
 from impala_rep.conversion import cast_to, float_tensor
+from impala_rep.distributions import ActionDistribution, or_categorical
 from impala_rep.shapes import assert_shape
 
 __all__ = [
@@ -190,11 +192,6 @@ def from_importance_weights(
         )
 
 
-def _action_log_probs(logits: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
-    """``[T, B, NUM_ACTIONS]`` logits, ``[T, B]`` actions -> ``[T, B]`` log-probs."""
-    return -tf.nn.sparse_softmax_cross_entropy_with_logits(labels=actions, logits=logits)
-
-
 def from_logits(
     *,
     behaviour_policy_logits: Any,
@@ -207,11 +204,12 @@ def from_logits(
     clip_rho_threshold: float | None = 1.0,
     clip_pg_rho_threshold: float | None = 1.0,
     lambda_: float = 1.0,
+    distribution: ActionDistribution | None = None,
 ) -> VTraceFromLogitsReturns:
-    """V-trace for softmax policies, from behaviour and target logits.
+    """V-trace from the behaviour and target policies' parameters (logits for a softmax).
 
     The log importance weights are
-    ``log pi(a_t|x_t) - log mu(a_t|x_t)``; everything else is
+    ``log pi(a_t|x_t) - log mu(a_t|x_t)`` under ``distribution``; everything else is
     :func:`from_importance_weights`.  Time indexing follows the package
     convention (module docstring).
 
@@ -220,11 +218,11 @@ def from_logits(
     are gradient-stopped.
 
     Args:
-      behaviour_policy_logits: ``[T, B, NUM_ACTIONS]`` logits of the actor's
-        policy ``mu`` at acting time.
-      target_policy_logits: ``[T, B, NUM_ACTIONS]`` logits of the learner's
-        policy ``pi``.
-      actions: ``[T, B]`` integer actions taken at observation ``t``.
+      behaviour_policy_logits: ``[T, B, P]`` parameters of the actor's policy ``mu`` at
+        acting time (``P`` = ``distribution.num_params``; logits for a softmax).
+      target_policy_logits: ``[T, B, P]`` parameters of the learner's policy ``pi``.
+      actions: ``[T, B, *distribution.action_shape]`` actions taken at observation ``t``
+        (``[T, B]`` integers for a softmax).
       discounts: ``[T, B]`` ``gamma * (1 - (terminated or truncated))`` of transition
         ``t -> t+1``.
       rewards: ``[T, B]`` reward of transition ``t -> t+1``.
@@ -233,18 +231,22 @@ def from_logits(
       clip_rho_threshold: see :func:`from_importance_weights`.
       clip_pg_rho_threshold: see :func:`from_importance_weights`.
       lambda_: see :func:`from_importance_weights`.
+      distribution: the policies' `impala_rep.distributions.ActionDistribution`; None: a
+        softmax over the parameters' last axis.
 
     Returns:
       :class:`VTraceFromLogitsReturns`, all fields ``[T, B]``.
 
     Raises:
       ValueError: if an argument has the wrong rank or disagrees on
-        ``T``/``B``/``NUM_ACTIONS``.
+        ``T``/``B``/``P``.
     """
     with tf.name_scope("vtrace_from_logits"):
         behaviour_policy_logits = float_tensor(behaviour_policy_logits)
         target_policy_logits = float_tensor(target_policy_logits)
-        actions = tf.convert_to_tensor(actions, dtype_hint=tf.int32)
+        distribution = or_categorical(distribution, behaviour_policy_logits)
+        # No dtype hint: with tf.int32 as one, a float (Gaussian) action array is truncated.
+        actions = tf.convert_to_tensor(actions)
         values = float_tensor(values)
         discounts = cast_to(discounts, values.dtype)
         rewards = cast_to(rewards, values.dtype)
@@ -256,23 +258,23 @@ def from_logits(
         assert_shape(
             "behaviour_policy_logits",
             behaviour_policy_logits,
-            ("T", "B", "NUM_ACTIONS"),
+            ("T", "B", distribution.num_params),
             dims=dims,
         )
         assert_shape(
             "target_policy_logits",
             target_policy_logits,
-            ("T", "B", "NUM_ACTIONS"),
+            ("T", "B", distribution.num_params),
             dims=dims,
         )
-        assert_shape("actions", actions, ("T", "B"), dims=dims)
+        assert_shape("actions", actions, ("T", "B", *distribution.action_shape), dims=dims)
         assert_shape("discounts", discounts, ("T", "B"), dims=dims)
         assert_shape("rewards", rewards, ("T", "B"), dims=dims)
         assert_shape("values", values, ("T", "B"), dims=dims)
         assert_shape("bootstrap_value", bootstrap_value, ("B",), dims=dims)
 
-        behaviour_action_log_probs = _action_log_probs(behaviour_policy_logits, actions)
-        target_action_log_probs = _action_log_probs(target_policy_logits, actions)
+        behaviour_action_log_probs = distribution.log_prob(behaviour_policy_logits, actions)
+        target_action_log_probs = distribution.log_prob(target_policy_logits, actions)
         log_rhos = target_action_log_probs - tf.cast(
             behaviour_action_log_probs, target_action_log_probs.dtype
         )

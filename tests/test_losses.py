@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from impala_rep import losses, vtrace
+from impala_rep.distributions import DiagGaussian
 
 # T=2, B=2, NUM_ACTIONS=3; float64 so the comparisons can be tight.
 LOGITS = np.array(
@@ -419,3 +420,96 @@ def test_impala_loss_normalizes_the_policy_terms_advantages_only(clip):
     np.testing.assert_allclose(
         normalized[2]["advantage_mean"].numpy(), advantages.mean(), rtol=1e-10
     )
+
+
+# A Gaussian policy over a 2-D Box: parameters are the means, then the log-stds.
+GAUSSIAN = DiagGaussian([-1.0, -1.0], [1.0, 1.0])
+
+
+def gaussian_log_prob_by_hand(params, actions):
+    """sum_d log N(a_d; mu_d, sigma_d), element by element."""
+    out = np.zeros(params.shape[:-1])
+    for idx in np.ndindex(out.shape):
+        for d in range(2):
+            mu, log_sigma = params[idx][d], params[idx][2 + d]
+            z = (actions[idx][d] - mu) / np.exp(log_sigma)
+            out[idx] += -0.5 * z * z - log_sigma - 0.5 * np.log(2 * np.pi)
+    return out
+
+
+def test_policy_gradient_loss_of_a_gaussian_value_and_gradient():
+    rng = np.random.default_rng(7)
+    params = rng.normal(size=(2, 3, 4)) * 0.5
+    actions = rng.normal(size=(2, 3, 2))
+    advantages = rng.normal(size=(2, 3))
+    logits = tf.constant(params)
+    with tf.GradientTape() as tape:
+        tape.watch(logits)
+        loss = losses.policy_gradient_loss(
+            logits=logits, actions=actions, advantages=advantages, distribution=GAUSSIAN
+        )
+    expected = -np.sum(gaussian_log_prob_by_hand(params, actions) * advantages)
+    np.testing.assert_allclose(loss.numpy(), expected, rtol=1e-12)
+    # d log N / d mu = (a - mu) / sigma^2; d log N / d log sigma = z^2 - 1.
+    sigma = np.exp(params[..., 2:])
+    z = (actions - params[..., :2]) / sigma
+    expected_grad = -np.concatenate([z / sigma, z * z - 1.0], -1) * advantages[..., None]
+    np.testing.assert_allclose(tape.gradient(loss, logits).numpy(), expected_grad, atol=1e-12)
+
+
+@pytest.mark.parametrize("surrogate_clip", [None, 0.2])
+def test_impala_loss_of_a_gaussian_policy_by_hand(surrogate_clip):
+    """Every policy term of a Gaussian policy from its densities, entropies and KLs written
+    out, and V-trace from the log-ratios of the hand densities."""
+    rng = np.random.default_rng(8)
+    T, B = 5, 3
+    inputs = dict(
+        target_logits=rng.normal(size=(T, B, 4)) * 0.5,
+        behaviour_logits=rng.normal(size=(T, B, 4)) * 0.5,
+        actions=rng.normal(size=(T, B, 2)),
+        values=rng.normal(size=(T, B)),
+        bootstrap_value=rng.normal(size=(B,)),
+        rewards=rng.normal(size=(T, B)),
+        discounts=0.99 * (rng.random((T, B)) > 0.2),
+    )
+    _, sums, means, _ = losses.impala_loss_terms(
+        **inputs,
+        baseline_cost=0.5,
+        entropy_cost=0.01,
+        surrogate_clip=surrogate_clip,
+        distribution=GAUSSIAN,
+    )
+    log_pi = gaussian_log_prob_by_hand(inputs["target_logits"], inputs["actions"])
+    log_mu = gaussian_log_prob_by_hand(inputs["behaviour_logits"], inputs["actions"])
+    vt = vtrace.from_importance_weights(
+        log_rhos=log_pi - log_mu,
+        **{k: inputs[k] for k in ("discounts", "rewards", "values", "bootstrap_value")},
+    )
+    if surrogate_clip is None:
+        expected_pg = -np.sum(log_pi * vt.pg_advantages.numpy())
+    else:
+        vs_next = np.concatenate([vt.vs.numpy()[1:], inputs["bootstrap_value"][None]], 0)
+        adv = inputs["rewards"] + inputs["discounts"] * vs_next - inputs["values"]
+        ratio = np.exp(log_pi - log_mu)
+        clipped = np.clip(ratio, 1 - surrogate_clip, 1 + surrogate_clip)
+        expected_pg = -np.sum(np.minimum(ratio * adv, clipped * adv))
+    np.testing.assert_allclose(sums["pg_loss"].numpy(), expected_pg, rtol=1e-10)
+    log_std_pi = inputs["target_logits"][..., 2:]
+    entropy = np.sum(log_std_pi + 0.5 * np.log(2 * np.pi * np.e), -1)
+    np.testing.assert_allclose(means["entropy"].numpy(), entropy.mean(), rtol=1e-10)
+    mu_p, ls_p = inputs["behaviour_logits"][..., :2], inputs["behaviour_logits"][..., 2:]
+    mu_q, ls_q = inputs["target_logits"][..., :2], log_std_pi
+    kl = np.sum(
+        ls_q - ls_p + (np.exp(2 * ls_p) + (mu_p - mu_q) ** 2) / (2 * np.exp(2 * ls_q)) - 0.5, -1
+    )
+    np.testing.assert_allclose(means["kl"].numpy(), kl.mean(), rtol=1e-10)
+
+
+def test_a_gaussian_policy_refuses_integer_shaped_actions():
+    with pytest.raises(ValueError, match=r"^actions must have shape \[T, B, 2\]"):
+        losses.policy_gradient_loss(
+            logits=np.zeros((2, 3, 4)),
+            actions=np.zeros((2, 3), np.int32),
+            advantages=np.zeros((2, 3)),
+            distribution=GAUSSIAN,
+        )
