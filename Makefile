@@ -31,15 +31,16 @@ train: $(STAMP)
 	$(VENV)/bin/impala-rep plot $(RUN)
 	$(VENV)/bin/impala-rep evaluate $(RUN)
 
-# Two workers, a test file each at a time: most of the suite's time is subprocesses
-# starting Ray and TensorFlow, which overlap well on 2 cores.
+# Two workers, a test file each at a time, in the order tests/conftest.py gives them (the
+# longest first): most of the suite's time is subprocesses starting Ray and TensorFlow, which
+# overlap well on 2 cores.
 test: lint
-	$(VENV)/bin/pytest -n 2 --dist loadfile
+	$(VENV)/bin/pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 # The same two workers, whole files each, without the tests marked `launches`
 # (tests/conftest.py), which it refuses to start a process.
 test-fast: lint
-	$(VENV)/bin/pytest -n 2 --dist loadfile --fast -q
+	$(VENV)/bin/pytest -n 2 --dist loadfile --no-loadscope-reorder --fast -q
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check --quiet .

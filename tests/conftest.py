@@ -18,21 +18,35 @@ import pytest
 
 TESTS_DIR = pathlib.Path(__file__).parent
 
-# The files that take minutes (Ray and two-host runs through `train`), heaviest first, as
-# `pytest --durations` ranks them. `make test` gives each of its two workers whole files in
-# collection order (`--dist loadfile`): handed out first, no long file is left to start last,
-# when the other worker may have nothing more to run; the cheap files fill the gaps.
+# The files that take longest (runs through `train`, multi-replica and multi-host workers),
+# heaviest first, as `pytest --durations` ranks them. `make test` gives each worker whole files
+# in collection order (`--dist loadfile --no-loadscope-reorder`; by default xdist would reorder
+# them, files with the most tests first, which left the long files of few tests to the end):
+# handed out first, no long file is left to start last, when the other worker may have
+# nothing more to run; the cheap files fill the gaps.
 HEAVY_FIRST = (
     "test_shutdown.py",
     "test_local_launcher.py",
-    "test_reliability.py",
-    "test_console.py",
     "test_hung_actors.py",
     "test_examples.py",
+    "test_console.py",
+    "test_loss_fn.py",
+    "test_reliability.py",
+    "test_rnd.py",
+    "test_learner.py",
+    "test_xla.py",
     "test_user_code.py",
-    "test_training.py",
+    "test_startup.py",
     "test_bad_input.py",
+    "test_popart.py",
+    "test_replicator.py",
     "test_learner_hosts.py",
+    "test_no_hangs.py",
+    "test_benchmarks.py",
+    "test_atari_training.py",
+    "test_training.py",
+    "test_discrete_observations.py",
+    "test_atari.py",
 )
 
 

@@ -1,8 +1,9 @@
 """Runs an example's agent and loss in a Learner on N logical CPU devices.
 
 The device count is fixed when TensorFlow initialises, so tests/test_loss_fn.py runs
-`python loss_fn_worker.py N CASE` in a fresh process and compares what it prints with
-the same case on one device in the test process (`run_case` is shared). Nothing here
+`python loss_fn_worker.py N CASE [CASE ...]` in a fresh process (one for every case: each
+process pays TensorFlow's import) and compares what it prints, `{case: result}`, with the
+same cases on one device in the test process (`run_case` is shared). Nothing here
 asserts. Cases (`CASES`): the custom-agent example's batch-norm agent with its
 L2-regularised loss, and the MLP agent with RND's networks and bonus (impala_rep/rnd.py), on
 every batch or only on constant step costs.
@@ -151,4 +152,5 @@ def run_case(replicator, case="custom_agent"):
 
 
 if __name__ == "__main__":
-    print("RESULT " + json.dumps(run_case(Replicator(f"cpu:{int(sys.argv[1])}"), sys.argv[2])))
+    replicator = Replicator(f"cpu:{int(sys.argv[1])}")
+    print("RESULT " + json.dumps({case: run_case(replicator, case) for case in sys.argv[2:]}))

@@ -40,7 +40,7 @@ def _train(tmp_path, *flags, env_id="hanging_env:HangingCartPole-v1", **environ)
             "--total-frames",
             "4000",
             "--actor-timeout",
-            "20",
+            "12",
             "--logdir",
             str(logdir),
             *flags,

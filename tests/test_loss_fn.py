@@ -137,9 +137,11 @@ def test_a_loss_breaking_the_contract_is_named(replicator, loss_fn, error, match
     assert learner.num_steps == 0
 
 
-def _two_replicas_and_one(replicator, case):
+@pytest.fixture(scope="module")
+def on_two_replicas():
+    """Every worker case's result on 2 replicas, from one process."""
     proc = subprocess.run(
-        [sys.executable, str(WORKER), "2", case],
+        [sys.executable, str(WORKER), "2", *loss_fn_worker.CASES],
         capture_output=True,
         text=True,
         timeout=300,
@@ -149,7 +151,11 @@ def _two_replicas_and_one(replicator, case):
     assert proc.returncode == 0 and lines, (
         f"worker failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     )
-    two = json.loads(lines[-1][len("RESULT ") :])
+    return json.loads(lines[-1][len("RESULT ") :])
+
+
+def _two_replicas_and_one(replicator, on_two_replicas, case):
+    two = on_two_replicas[case]
     one = loss_fn_worker.run_case(replicator, case)
     assert (two["num_replicas"], one["num_replicas"]) == (2, 1)
     for i0, i1 in zip(two["initial"], one["initial"]):
@@ -169,21 +175,23 @@ def _same_metrics(two, one):
 
 
 @pytest.mark.launches
-def test_custom_loss_and_cross_replica_batch_norm_two_replicas_equal_one(replicator):
+def test_custom_loss_and_cross_replica_batch_norm_two_replicas_equal_one(
+    replicator, on_two_replicas
+):
     # Trainable weights and the batch-norm moving statistics both agree: the penalty
     # counted once, and the normalisation used the global batch's statistics.
-    two, one = _two_replicas_and_one(replicator, "custom_agent")
+    two, one = _two_replicas_and_one(replicator, on_two_replicas, "custom_agent")
     assert len(one["weights"]) == one["num_trainable"] + 2
     _same_metrics(two, one)
 
 
 @pytest.mark.launches
 @pytest.mark.parametrize("case", ["rnd", "rnd_step_costs"])
-def test_rnd_two_replicas_equal_one(replicator, case):
+def test_rnd_two_replicas_equal_one(replicator, on_two_replicas, case):
     """RND's bonus is centred on the global batch's mean (all replicas' shards), and with
     step_costs_only applied or not on the whole batch, so 2 replicas update as 1 does, the
     predictor included (impala_rep/rnd.py)."""
-    two, one = _two_replicas_and_one(replicator, case)
+    two, one = _two_replicas_and_one(replicator, on_two_replicas, case)
     if case == "rnd_step_costs":  # on for the first batch only (tests/loss_fn_worker.py)
         assert [m["rnd_on"] for m in one["metrics"]] == [1.0, 0.0, 0.0]
     assert one["unpublished"] and len(two["unpublished"]) == len(one["unpublished"])
@@ -193,11 +201,11 @@ def test_rnd_two_replicas_equal_one(replicator, case):
 
 
 @pytest.mark.launches
-def test_popart_two_replicas_equal_one(replicator):
+def test_popart_two_replicas_equal_one(replicator, on_two_replicas):
     """PopArt's statistics follow the whole batch's targets (every replica's shard), and the
     head is rescaled alike on each replica: the published weights (the statistics among them)
     agree (impala_rep/popart.py)."""
-    two, one = _two_replicas_and_one(replicator, "popart")
+    two, one = _two_replicas_and_one(replicator, on_two_replicas, "popart")
     assert len(one["weights"]) == one["num_trainable"] + 1  # the (mean, second moment) pair
     assert abs(one["weights"][-1][1] - 1.0) > 1e-2  # the second moment moved from its start
     _same_metrics(two, one)

@@ -112,9 +112,13 @@ def _train(tmp_path, name, *flags, env=None):
 
 
 @pytest.mark.launches
-def test_a_second_run_loads_the_compiled_step_the_first_left(tmp_path):
+def test_a_second_run_loads_the_compiled_step_the_first_left_and_each_records_its_stages(
+    tmp_path,
+):
     """The first XLA run compiles its step into the cache; an identical second run loads it
-    (the entry is not written again) and, with `--xla-cache none`, a run leaves none."""
+    (the entry is not written again) and, with `--xla-cache none`, a run leaves none. Each
+    records its start-up stages: under the local launcher, with no Ray and no learner
+    process, the service's."""
     cache = tmp_path / "cache"
     _train(tmp_path, "first", "--learner-xla", "--xla-cache", str(cache))
     entries = list(cache.glob("tf*/*.pb"))
@@ -133,19 +137,14 @@ def test_a_second_run_loads_the_compiled_step_the_first_left(tmp_path):
         "none",
     )
     assert not (tmp_path / "unused").exists()
-
-
-@pytest.mark.launches
-def test_a_run_records_its_start_up_stages(tmp_path):
-    """The local launcher starts no Ray and no learner process: its stages are the service's."""
-    logdir = _train(tmp_path, "run")
-    events = [json.loads(line) for line in (logdir / "events.jsonl").read_text().splitlines()]
-    startup = [e for e in events if e["event"] == "startup"]
-    assert len(startup) == 1
-    seconds = startup[0]["seconds"]
-    assert list(seconds) == ["learner built", "first unroll", "first trained frame"]
-    assert 0 <= seconds["learner built"] <= seconds["first unroll"]
-    assert seconds["first unroll"] <= seconds["first trained frame"] <= startup[0]["wall_s"]
+    for name in ("first", "second", "off"):
+        events = (tmp_path / name / "events.jsonl").read_text().splitlines()
+        startup = [e for e in map(json.loads, events) if e["event"] == "startup"]
+        assert len(startup) == 1
+        seconds = startup[0]["seconds"]
+        assert list(seconds) == ["learner built", "first unroll", "first trained frame"]
+        assert 0 <= seconds["learner built"] <= seconds["first unroll"]
+        assert seconds["first unroll"] <= seconds["first trained frame"] <= startup[0]["wall_s"]
 
 
 _EMBEDDED_RAY = """
