@@ -252,7 +252,17 @@ _API_SECTIONS = (
             "CrossReplicaBatchNorm",
         ),
     ),
-    ("Agents", ("Agent", "AgentInputs", "AgentOutput", "MLPAgent", "CNNAgent", "make_agent")),
+    (
+        "Agents",
+        (
+            "Agent",
+            "AgentInputs",
+            "AgentOutput",
+            "MLPAgent",
+            "NetworkAgent",
+            "make_agent",
+        ),
+    ),
     (
         "Learner and losses",
         (

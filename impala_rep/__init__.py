@@ -40,7 +40,7 @@ _EXPORTS = {
     "AgentInputs": "impala_rep.agent",
     "AgentOutput": "impala_rep.agent",
     "MLPAgent": "impala_rep.agent",
-    "CNNAgent": "impala_rep.networks",
+    "NetworkAgent": "impala_rep.networks",
     "make_agent": "impala_rep.agent_factory",
     "AgentBuilder": "impala_rep.agent_factory",
     "Extension": "impala_rep.extensions",

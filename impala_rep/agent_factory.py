@@ -59,14 +59,14 @@ def make_agent(
       network: "auto" (MLP for `[D]`; for `[H, W, C]` the shallow CNN if H and W
         are at least `SHALLOW_MIN_IMAGE_SIZE`, else the minatar CNN), "mlp",
         "shallow", "deep" or "minatar".
-      use_lstm: LSTM core (CNN networks only).
+      use_lstm: an LSTM core (`impala_rep.networks.NetworkAgent`; on vectors, over the
+        MLP torso, as wide as its last layer).
       hidden_sizes: MLP layer sizes (MLP only).
       observation_normalization: `(mean, std)` per observation dimension; the MLP
         standardises its inputs with them (`MLPAgent`). None: unscaled.
 
     Raises:
-      ValueError: unknown network, a network that does not fit the observation
-        rank, or use_lstm with the MLP.
+      ValueError: unknown network, or a network that does not fit the observation rank.
     """
     shape = tuple(int(d) for d in observation_shape)
     if network not in NETWORKS:
@@ -90,11 +90,6 @@ def make_agent(
                 f"network='mlp' needs rank-1 observations, got shape {shape}; "
                 f"use {_IMAGE_NETWORKS} for images"
             )
-        if use_lstm:
-            raise ValueError(
-                "use_lstm=True is not supported with network='mlp'; "
-                f"allowed with {_IMAGE_NETWORKS} (or 'auto' on images)"
-            )
         normalization = (
             None
             if observation_normalization is None
@@ -105,6 +100,19 @@ def make_agent(
             hidden_sizes=tuple(int(h) for h in hidden_sizes),
             observation_normalization=normalization,
         )
+        if use_lstm:
+            # The core as wide as the torso's output: memory for a vector task without
+            # making the network the LSTM's (a CNN's core has 256 units over 256 features).
+            # It acts through TensorFlow: no numpy twin carries a recurrent state.
+            return AgentBuilder(
+                build=functools.partial(
+                    _network,
+                    torso="mlp",
+                    use_lstm=True,
+                    lstm_size=settings["hidden_sizes"][-1],
+                    **settings,
+                )
+            )
         return AgentBuilder(
             build=functools.partial(_mlp, **settings),
             twin=functools.partial(_mlp_twin, **settings),
@@ -121,7 +129,7 @@ def make_agent(
         )
     return AgentBuilder(
         build=functools.partial(
-            _cnn, num_actions=int(num_actions), torso=network, use_lstm=bool(use_lstm)
+            _network, num_actions=int(num_actions), torso=network, use_lstm=bool(use_lstm)
         )
     )
 
@@ -147,7 +155,7 @@ def _mlp_twin(**kwargs: Any) -> Any:
     return MLPHostAgent(**kwargs)
 
 
-def _cnn(**kwargs: Any) -> Any:
-    from impala_rep.networks import CNNAgent
+def _network(**kwargs: Any) -> Any:
+    from impala_rep.networks import NetworkAgent
 
-    return CNNAgent(**kwargs)
+    return NetworkAgent(**kwargs)

@@ -1,10 +1,13 @@
-"""Pixel networks of the IMPALA paper (Espeholt et al. 2018, Figure 3) and agent selection.
+"""The IMPALA paper's agent (Espeholt et al. 2018, Figure 3) on any torso, and agent selection.
 
-`CNNAgent` implements the `impala_rep.agent.Agent` protocol on image observations
-with one of the paper's two torsos, or the MinAtar paper's small one (Young &
-Tian 2019) for 10x10 MinAtar images, and an optional LSTM core:
+`NetworkAgent` implements the `impala_rep.agent.Agent` protocol with a torso, an optional
+LSTM core and two heads. The torso is one of the paper's two pixel torsos, the MinAtar
+paper's small one (Young & Tian 2019) for 10x10 MinAtar images, or an MLP for vectors
+(what gives a partially observed vector task memory: the MLP agent without a core is
+`impala_rep.agent.MLPAgent`, which acts in numpy):
 
-    observation [.., H, W, C] uint8 -> /255 -> torso -> [.., F] (F = 256; 128 for minatar)
+    observation [.., H, W, C] uint8 -> /255 -> CNN torso -> [.., F] (F = 256; 128 for minatar)
+    observation [.., D] -> standardised -> MLP torso -> [.., F] (F = the last hidden size)
     concat(torso, one_hot(prev_action) [.., A], clip(prev_reward, -1, 1) [.., 1])
     -> (optional) LSTMCell(lstm_size) -> policy logits [.., A], baseline [..]
 
@@ -13,7 +16,7 @@ Tian 2019) for 10x10 MinAtar images, and an optional LSTM core:
 and the learner can each build their own copy of the same agent.
 
 Shapes follow the package convention (see `impala_rep`): `B` batch, `T` time,
-`A` number of actions, `H, W, C` image height, width and channels.
+`A` number of actions, `H, W, C` image height, width and channels, `D` a vector's size.
 """
 
 from __future__ import annotations
@@ -24,14 +27,24 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from impala_rep.agent import AgentInputs, AgentOutput, assign_weights, layer_variables, weights_of
+from impala_rep.agent import (
+    AgentInputs,
+    AgentOutput,
+    assign_weights,
+    flat_observations,
+    layer_variables,
+    weights_of,
+)
 from impala_rep.agent_factory import SHALLOW_MIN_IMAGE_SIZE, make_agent
 from impala_rep.config.schema import NETWORKS, TORSOS  # the built-in networks, named once
+from impala_rep.observation_scaling import observation_scaling
 
 __all__ = [
     "ShallowTorso",
     "DeepTorso",
     "MinAtarTorso",
+    "MLPTorso",
+    "NetworkAgent",
     "CNNAgent",
     "make_agent",
     "TORSOS",
@@ -142,8 +155,42 @@ class MinAtarTorso(_LayerStack):
         ]
 
 
-# One class per name in TORSOS (tests/test_networks.py checks the two agree).
+class MLPTorso:
+    """The MLP torso for vector observations: `[N, D]` -> features `[N, hidden_sizes[-1]]`.
+
+    Observations are flattened to float32 and standardised with `observation_scaling`'s
+    `(offset, scale)` of `observation_normalization` when given (as `MLPAgent` does), then
+    go through Dense ReLU layers.
+    """
+
+    def __init__(
+        self,
+        hidden_sizes: Sequence[int] = (64, 64),
+        observation_normalization: tuple[Sequence[float], Sequence[float]] | None = None,
+    ):
+        if not hidden_sizes or any(h < 1 for h in hidden_sizes):
+            raise ValueError(f"hidden_sizes must be sizes >= 1, got {tuple(hidden_sizes)}")
+        self._scaling = (
+            None
+            if observation_normalization is None
+            else observation_scaling(*observation_normalization)
+        )
+        self.layers = [
+            layers.Dense(h, activation="relu", name=f"torso_{i}")
+            for i, h in enumerate(hidden_sizes)
+        ]
+
+    def __call__(self, observation: tf.Tensor) -> tf.Tensor:
+        x = flat_observations(observation, scaling=self._scaling)
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+# One class per name in TORSOS (tests/test_networks.py checks the two agree): the pixel
+# torsos, which take images /255 (`_preprocess`).
 _TORSO_CLASSES = {"shallow": ShallowTorso, "deep": DeepTorso, "minatar": MinAtarTorso}
+MLP = "mlp"  # the vector torso's name (NETWORKS' "mlp")
 
 
 def _preprocess(observation: Any) -> tf.Tensor:
@@ -158,26 +205,30 @@ def _preprocess(observation: Any) -> tf.Tensor:
     if observation.dtype.is_floating:
         return tf.cast(observation, tf.float32)
     raise TypeError(
-        f"CNNAgent observations must be uint8 or floating, got {observation.dtype.name}"
+        f"pixel torso observations must be uint8 or floating, got {observation.dtype.name}"
     )
 
 
-class CNNAgent:
-    """IMPALA's pixel agent: a conv torso, optional LSTM core, two heads.
+class NetworkAgent:
+    """IMPALA's agent: a torso, an optional LSTM core, two heads.
 
     Args:
       num_actions: A >= 1.
-      torso: "shallow" or "deep" (the paper's Figure 3 networks), or "minatar"
-        (the MinAtar paper's one-conv network, for small images).
+      torso: "shallow" or "deep" (the paper's Figure 3 networks), "minatar" (the
+        MinAtar paper's one-conv network, for small images), or "mlp" (`MLPTorso`, for
+        vectors).
       use_lstm: add an LSTMCell core between torso and heads. Its state is a
         tuple `(h, c)` of `[B, lstm_size]` float32, reset to zeros at every
         observation with `first=True`. Without LSTM the state is `()`.
       lstm_size: LSTM units, >= 1.
+      hidden_sizes: the MLP torso's layer sizes (torso "mlp" only).
+      observation_normalization: `(mean, std)` per dimension for the MLP torso's
+        inputs (`MLPTorso`; torso "mlp" only). None: unscaled.
 
     Inputs (see `AgentInputs`): observation uint8 `[.., H, W, C]` (float32 already
-    in [0, 1] is accepted too), prev_action int32 `[..]`, prev_reward float32
-    `[..]`, first bool `[..]`, with leading dims `[B]` for `step` and `[T, B]`
-    for `unroll`.
+    in [0, 1] is accepted too) for a pixel torso, `[.., D]` for the MLP; prev_action
+    int32 `[..]`, prev_reward float32 `[..]`, first bool `[..]`, with leading dims
+    `[B]` for `step` and `[T, B]` for `unroll`.
     """
 
     def __init__(
@@ -187,18 +238,25 @@ class CNNAgent:
         torso: str = "shallow",
         use_lstm: bool = False,
         lstm_size: int = 256,
+        hidden_sizes: Sequence[int] = (64, 64),
+        observation_normalization: tuple[Sequence[float], Sequence[float]] | None = None,
     ):
         if num_actions < 1:
             raise ValueError(f"num_actions must be >= 1, got {num_actions}")
-        if torso not in _TORSO_CLASSES:
-            raise ValueError(f"torso must be one of {TORSOS}, got {torso!r}")
+        if torso not in (*_TORSO_CLASSES, MLP):
+            raise ValueError(f"torso must be one of {(*TORSOS, MLP)}, got {torso!r}")
         if use_lstm and lstm_size < 1:
             raise ValueError(f"lstm_size must be >= 1, got {lstm_size}")
         self.num_actions = num_actions
         self.torso_name = torso
         self.use_lstm = bool(use_lstm)
         self.lstm_size = lstm_size
-        self._torso = _TORSO_CLASSES[torso]()
+        if torso == MLP:
+            self._torso = MLPTorso(hidden_sizes, observation_normalization)
+            self._observation_rank, self._prepare = 1, tf.convert_to_tensor
+        else:
+            self._torso = _TORSO_CLASSES[torso]()
+            self._observation_rank, self._prepare = 3, _preprocess
         self._lstm = layers.LSTMCell(lstm_size, name="lstm") if self.use_lstm else None
         # A policy head 100x smaller than usual starts every state at a near-uniform
         # policy, so the first updates are not spent undoing arbitrary preferences;
@@ -226,16 +284,19 @@ class CNNAgent:
         return (zeros, zeros)
 
     def build(self, observation_shape: Sequence[int]) -> None:
-        """Creates every variable by running one step on a zero image `[1, H, W, C]`.
+        """Creates every variable by running one step on a zero observation `[1, ...]`.
 
         Keras layers build only once, so calling this again creates nothing new.
         """
-        if len(observation_shape) != 3:
+        if len(observation_shape) != self._observation_rank:
+            expected = "image observations [H, W, C]" if self._observation_rank == 3 else "[D]"
             raise ValueError(
-                f"CNNAgent needs image observations [H, W, C], got shape {tuple(observation_shape)}"
+                f"torso {self.torso_name!r} needs {expected}, got shape {tuple(observation_shape)}"
             )
         inputs = AgentInputs(
-            observation=tf.zeros([1, *observation_shape], tf.uint8),
+            observation=tf.zeros(
+                [1, *observation_shape], tf.uint8 if self._observation_rank == 3 else tf.float32
+            ),
             prev_action=tf.zeros([1], tf.int32),
             prev_reward=tf.zeros([1], tf.float32),
             first=tf.ones([1], tf.bool),
@@ -243,8 +304,8 @@ class CNNAgent:
         self.step(inputs, self.initial_state(1))
 
     def _core_input(self, observation, prev_action, prev_reward) -> tf.Tensor:
-        """`[N, H, W, C]`, `[N]`, `[N]` -> `[N, F + A + 1]` (F: the torso's features)."""
-        features = self._torso(_preprocess(observation))
+        """`[N, ...]`, `[N]`, `[N]` -> `[N, F + A + 1]` (F: the torso's features)."""
+        features = self._torso(self._prepare(observation))
         # scalable_agent feeds the clipped reward (rewards are clipped to [-1, 1]
         # for the loss too) so large raw rewards do not saturate the core.
         reward = tf.clip_by_value(tf.cast(prev_reward, tf.float32), -1.0, 1.0)[:, None]
@@ -281,15 +342,15 @@ class CNNAgent:
         final state.
 
         The torso and heads run once on time folded into batch (`[T*B, ...]`, one
-        big convolution); only the LSTM core steps through time, with `tf.scan`
-        so a graph handles any `T`.
+        big convolution or matrix multiply); only the LSTM core steps through time,
+        with `tf.scan` so a graph handles any `T`.
         """
         observation = tf.convert_to_tensor(inputs.observation)
         t, b = tf.shape(observation)[0], tf.shape(observation)[1]
         # Static trailing dims keep the flattened feature size known to Dense.
-        image_shape = observation.shape[2:]
-        if image_shape.is_fully_defined():
-            flat = tf.reshape(observation, [-1, *image_shape.as_list()])
+        trailing = observation.shape[2:]
+        if trailing.is_fully_defined():
+            flat = tf.reshape(observation, [-1, *trailing.as_list()])
         else:
             flat = tf.reshape(observation, tf.concat([[t * b], tf.shape(observation)[2:]], 0))
         x = self._core_input(
@@ -327,3 +388,7 @@ class CNNAgent:
 
     def set_weights(self, weights: Sequence[np.ndarray]) -> None:
         assign_weights(self.trainable_variables, weights)
+
+
+# Its name from before it took the MLP torso too.
+CNNAgent = NetworkAgent

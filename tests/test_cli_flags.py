@@ -219,7 +219,6 @@ def test_hidden_sizes_and_the_new_flags_reach_the_config():
         (["--learning-rate", "0"], "bad learning_rate 0.0: must be a positive number"),
         (["--learning-rate", "inf"], "bad learning_rate inf: must be a positive number"),
         (["--seed", "1.5"], "argument --seed: expected an integer in [0, 2**32), got '1.5'"),
-        (["--network", "mlp", "--use-lstm"], "bad network 'mlp': the MLP agent has no LSTM core"),
         (["--learner-hosts", "3"], "bad batch_size 32: must split evenly over 3 learner hosts"),
         (["--agent", "nocolon"], "bad agent 'nocolon'"),
         (["--target-kl", "0"], "bad target_kl 0.0: must be > 0, or None"),

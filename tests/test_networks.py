@@ -1,4 +1,5 @@
-"""CNNAgent (shallow / deep torso, optional LSTM), make_agent, and a learner step on pixels."""
+"""NetworkAgent (shallow / deep / minatar / MLP torso, optional LSTM), make_agent, and a learner
+step on pixels and on vectors with memory."""
 
 import pickle
 
@@ -10,7 +11,7 @@ from random_unrolls import random_unroll
 from impala_rep import Replicator
 from impala_rep.agent import AgentInputs, MLPAgent
 from impala_rep.learner.learner import Learner
-from impala_rep.networks import CNNAgent, make_agent
+from impala_rep.networks import CNNAgent, NetworkAgent, make_agent
 from impala_rep.unroll import Unroll
 
 OBS = (36, 36, 4)
@@ -194,6 +195,16 @@ def test_make_agent_selection():
     cases = [
         (dict(observation_shape=(4,)), MLPAgent, {}),
         (dict(observation_shape=(4,), network="mlp", hidden_sizes=(8,)), MLPAgent, {}),
+        (
+            dict(observation_shape=(4,), use_lstm=True, hidden_sizes=(8, 6)),
+            NetworkAgent,
+            dict(torso_name="mlp", use_lstm=True, lstm_size=6),
+        ),
+        (
+            dict(observation_shape=(4,), network="mlp", use_lstm=True),
+            NetworkAgent,
+            dict(torso_name="mlp", use_lstm=True, lstm_size=64),
+        ),
         (dict(observation_shape=OBS), CNNAgent, dict(torso_name="shallow", use_lstm=False)),
         (
             dict(observation_shape=OBS, use_lstm=True),
@@ -226,8 +237,6 @@ def test_make_agent_selection():
         (dict(observation_shape=OBS, network="mlp"), "'mlp'.*rank-1"),
         (dict(observation_shape=(4,), network="shallow"), r"'shallow'.*\[H, W, C\]"),
         (dict(observation_shape=(4,), network="deep"), r"'deep'.*\[H, W, C\]"),
-        (dict(observation_shape=(4,), use_lstm=True), "use_lstm.*'mlp'"),
-        (dict(observation_shape=(4,), network="mlp", use_lstm=True), "use_lstm.*'mlp'"),
         (dict(observation_shape=(4, 4)), "'auto'.*rank 1.*3"),
         (
             dict(observation_shape=OBS, network="resnet"),
@@ -318,3 +327,101 @@ def test_bounds_normalization_maps_finite_bounds_onto_minus_one_to_one():
     np.testing.assert_allclose(
         (x - offset) * scale, [[-1, -1, 5, -3, 2], [1, 1, -5, 3, 2]], rtol=1e-6, atol=1e-6
     )
+
+
+VEC = 5
+
+
+def vector_inputs(lead, seed=0, first_p=0.3):
+    rng = np.random.default_rng(seed)
+    return AgentInputs(
+        observation=rng.normal(size=(*lead, VEC)).astype(np.float32),
+        prev_action=rng.integers(0, A, lead).astype(np.int32),
+        prev_reward=(3 * rng.normal(size=lead)).astype(np.float32),
+        first=rng.random(lead) < first_p,
+    )
+
+
+def mlp_lstm(normalization=None):
+    agent = NetworkAgent(
+        num_actions=A,
+        torso="mlp",
+        use_lstm=True,
+        lstm_size=LSTM,
+        hidden_sizes=(16, 12),
+        observation_normalization=normalization,
+    )
+    agent.build((VEC,))
+    return agent
+
+
+def test_the_mlp_torso_takes_an_lstm_core_that_remembers_and_resets():
+    """Vectors through the MLP torso into the core: unrolling equals stepping (resets in the
+    middle included), the state changes the output, and `first` clears it."""
+    T, B = 5, 3
+    agent = mlp_lstm()
+    assert [type(layer).__name__ for layer in agent.layers] == ["Dense", "Dense", "LSTMCell"] + [
+        "Dense"
+    ] * 2
+    inputs = vector_inputs([T, B], seed=1)
+    first = np.zeros((T, B), bool)
+    first[2, 0] = first[3, 1] = True
+    inputs = inputs._replace(first=first)
+    state0 = random_state(B, seed=2)
+    out, final = tf.function(agent.unroll)(inputs, state0)
+    assert out.policy_logits.shape == (T, B, A) and out.baseline.shape == (T, B)
+    state = state0
+    for t in range(T):
+        step_out, state = agent.step(AgentInputs(*(x[t] for x in inputs)), state)
+        np.testing.assert_allclose(out.policy_logits[t], step_out.policy_logits, atol=1e-5)
+        np.testing.assert_allclose(out.baseline[t], step_out.baseline, atol=1e-5)
+    for a, b in zip(final, state):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    step = vector_inputs([B], seed=3)
+    carry, reset = step._replace(first=np.zeros(B, bool)), step._replace(first=np.ones(B, bool))
+    (o1, _), (o2, _) = agent.step(carry, random_state(B, 4)), agent.step(carry, random_state(B, 5))
+    assert np.all(np.abs(o1.baseline.numpy() - o2.baseline.numpy()) > 0)  # it remembers
+    (r1, _), (r2, _) = agent.step(reset, random_state(B, 4)), agent.step(reset, random_state(B, 5))
+    np.testing.assert_array_equal(r1.baseline, r2.baseline)  # ... until an episode starts
+
+
+def test_the_mlp_torso_standardises_its_inputs_as_the_mlp_agent_does():
+    mean, std = [1.0, -2.0, 0.5, 3.0, 0.0], [2.0, 0.5, 1.0, 4.0, 1.0]
+    plain, scaled = mlp_lstm(), mlp_lstm((mean, std))
+    scaled.set_weights(plain.get_weights())
+    inputs = vector_inputs([4], seed=6)
+    state = plain.initial_state(4)
+    standardised = (inputs.observation - np.float32(mean)) / np.float32(std)
+    expected, _ = plain.step(inputs._replace(observation=standardised), state)
+    got, _ = scaled.step(inputs, state)
+    np.testing.assert_allclose(got.policy_logits, expected.policy_logits, atol=1e-5)
+    np.testing.assert_allclose(got.baseline, expected.baseline, atol=1e-5)
+
+
+def test_each_torso_refuses_observations_of_the_other_rank():
+    with pytest.raises(ValueError, match=r"torso 'mlp' needs \[D\], got shape \(36, 36, 4\)"):
+        NetworkAgent(num_actions=A, torso="mlp", use_lstm=True).build(OBS)
+    with pytest.raises(ValueError, match=r"torso 'shallow' needs image observations"):
+        NetworkAgent(num_actions=A, torso="shallow").build((VEC,))
+    assert CNNAgent is NetworkAgent  # the former name still builds the pixel agent
+
+
+def test_learner_steps_with_an_mlp_lstm_agent():
+    """A learner trains the MLP torso's core on vector unrolls whose state it carries."""
+    T, B = 4, 4
+    agent = NetworkAgent(num_actions=A, torso="mlp", use_lstm=True, lstm_size=LSTM)
+    learner = Learner(
+        agent=agent,
+        replicator=Replicator("cpu"),
+        observation_shape=(VEC,),
+        total_steps=10,
+        autograph=False,
+    )
+    before = [w.copy() for w in agent.get_weights()]
+    rng = np.random.default_rng(8)
+    state = tuple(rng.normal(size=(B, LSTM)).astype(np.float32) for _ in range(2))
+    batch = random_unroll(T=T, B=B, obs_size=VEC, num_actions=A, initial_state=lambda r: state)
+    metrics = learner.step(batch)
+    assert np.isfinite(metrics["loss"])
+    moved = [not np.allclose(a, b) for a, b in zip(before, agent.get_weights())]
+    assert all(moved), moved  # the LSTM's and the torso's weights among them

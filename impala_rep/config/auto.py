@@ -43,7 +43,7 @@ class RunKind:
     """What the auto rules decide from."""
 
     vectors: bool  # the env's observations are vectors (not images)
-    built_in_mlp: bool  # the built-in MLP and IMPALA loss: no user agent or loss, vectors
+    built_in_mlp: bool  # the built-in MLP (no core) and IMPALA loss: no user agent or loss, vectors
     one_cpu: bool  # the learner is one CPU device on one host
 
 
@@ -80,8 +80,8 @@ AUTO_RULES: tuple[AutoRule, ...] = (
     # XLA changes nothing in the checkpoint, so a resume onto other devices decides again.
     AutoRule(
         "learner_xla",
-        "on for the built-in MLP and loss (vector observations, no --agent "
-        "or --loss) on one CPU of one learner host, else off",
+        "on for the built-in MLP and loss (vector observations, no --agent, --loss or "
+        "--use-lstm) on one CPU of one learner host, else off",
         lambda kind: kind.built_in_mlp and kind.one_cpu,
         why="Where the CPU goes",
         kept_on_resume=False,
@@ -106,6 +106,7 @@ def run_kind(config: TrainConfig, observation_shape, *, users_code: bool = False
             and not users_code
             and config.agent.factory is None
             and config.agent.network in ("auto", "mlp")
+            and not config.agent.use_lstm  # measured as the MLP alone; an LSTM is another agent
             and config.loss.function is None
         ),
         one_cpu=(

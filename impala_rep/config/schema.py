@@ -124,7 +124,9 @@ class AgentConfig:
         choices=NETWORKS,
     )
     use_lstm: bool = _field(
-        False, "add an LSTM core (state carried across unrolls, reset at episode ends)"
+        False,
+        "add an LSTM core (state carried across unrolls, reset at episode ends); on vectors, "
+        "over the MLP, as wide as its last layer",
     )
     hidden_sizes: tuple[int, ...] = _field(
         (64, 64), "the MLP's layer sizes, e.g. 64,64", metavar="N,N,..."
@@ -147,12 +149,6 @@ class AgentConfig:
     def __post_init__(self):
         _declared_choices(self, "network")
         _bools(self, "use_lstm", "scale_observations")
-        require(
-            not (self.use_lstm and self.network == "mlp"),
-            "network",
-            self.network,
-            "the MLP agent has no LSTM core; use --network shallow or deep with --use-lstm",
-        )
         require(
             isinstance(self.hidden_sizes, tuple)
             and len(self.hidden_sizes) >= 1
