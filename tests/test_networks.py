@@ -106,6 +106,20 @@ def test_initial_state():
     assert not np.any(h.numpy()) and not np.any(c.numpy())
 
 
+def assert_unroll_equals_steps(agent, inputs, state0, unroll):
+    """`unroll` over `[T, B]` inputs gives what stepping through them one by one gives, and
+    the same final state; returns the unroll's outputs."""
+    out, final = unroll(inputs, state0)
+    state = state0
+    for t in range(len(inputs.first)):
+        step_out, state = agent.step(AgentInputs(*(x[t] for x in inputs)), state)
+        np.testing.assert_allclose(out.policy_logits[t], step_out.policy_logits, atol=1e-5)
+        np.testing.assert_allclose(out.baseline[t], step_out.baseline, atol=1e-5)
+    for a, b in zip(final, state):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    return out
+
+
 @pytest.mark.parametrize("torso", ["shallow", "deep"])
 def test_unroll_equals_steps(torso):
     T, B = 5, 3
@@ -116,14 +130,7 @@ def test_unroll_equals_steps(torso):
     inputs = inputs._replace(first=first)
     state0 = random_state(B, seed=2)
 
-    out, final = agent.unroll(inputs, state0)
-    state = state0
-    for t in range(T):
-        step_out, state = agent.step(AgentInputs(*(x[t] for x in inputs)), state)
-        np.testing.assert_allclose(out.policy_logits[t], step_out.policy_logits, atol=1e-5)
-        np.testing.assert_allclose(out.baseline[t], step_out.baseline, atol=1e-5)
-    for a, b in zip(final, state):
-        np.testing.assert_allclose(a, b, atol=1e-5)
+    assert_unroll_equals_steps(agent, inputs, state0, agent.unroll)
 
 
 def test_unroll_equals_steps_in_a_graph():
@@ -368,15 +375,8 @@ def test_the_mlp_torso_takes_an_lstm_core_that_remembers_and_resets():
     first[2, 0] = first[3, 1] = True
     inputs = inputs._replace(first=first)
     state0 = random_state(B, seed=2)
-    out, final = tf.function(agent.unroll)(inputs, state0)
+    out = assert_unroll_equals_steps(agent, inputs, state0, tf.function(agent.unroll))
     assert out.policy_logits.shape == (T, B, A) and out.baseline.shape == (T, B)
-    state = state0
-    for t in range(T):
-        step_out, state = agent.step(AgentInputs(*(x[t] for x in inputs)), state)
-        np.testing.assert_allclose(out.policy_logits[t], step_out.policy_logits, atol=1e-5)
-        np.testing.assert_allclose(out.baseline[t], step_out.baseline, atol=1e-5)
-    for a, b in zip(final, state):
-        np.testing.assert_allclose(a, b, atol=1e-5)
     step = vector_inputs([B], seed=3)
     carry, reset = step._replace(first=np.zeros(B, bool)), step._replace(first=np.ones(B, bool))
     (o1, _), (o2, _) = agent.step(carry, random_state(B, 4)), agent.step(carry, random_state(B, 5))
