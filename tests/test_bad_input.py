@@ -1,33 +1,60 @@
 """Bad input through the `train` command: refused up front, or cleaned up after.
 
-Each input is fed to `python -m impala_rep train` for real. Refused up front:
-exit 2, one line naming the value and what is allowed, and nothing written (the
-logdir does not exist afterwards). A failure after start-up with nothing to
-resume: exit 1, and the new logdir is removed, so the same command can run again.
+Refused up front: exit 2, one line naming the value and what is allowed, and nothing
+written (the logdir does not exist afterwards). One such input goes to `python -m impala_rep
+train` in a new process; the others to the command's `main` in this process
+(tests/in_process_cli.py), as the refusals come before any process, Ray or run starts. A
+failure after start-up with nothing to resume (a real run, in a new process): exit 1, and the
+new logdir is removed, so the same command can run again.
 """
 
 import importlib.util
-import os
 import pathlib
 import re
 import subprocess
 import sys
 
 import pytest
+
+# The refusals of user code and of the local launcher import TensorFlow in this process, as
+# the command's driver does (no devices are configured before the refusal). Imported here,
+# at collection, as the other files whose tests use it do: its first import runs `uname`
+# (platform, for h5py), which `--fast` would take for a test's launch.
+import tensorflow  # noqa: F401
 from fresh_python import run_fresh_python
+from in_process_cli import refused_in_process
 
 TESTS_DIR = pathlib.Path(__file__).parent
 
 
-def _train(*args, cwd=None, timeout=300, env=None):
+def _train(*args, cwd=None, timeout=300):
     return subprocess.run(
         [sys.executable, "-m", "impala_rep", "train", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         cwd=cwd,
-        env=env,
     )
+
+
+@pytest.mark.launches
+def test_the_command_refuses_bad_input_in_a_new_process_before_anything_is_written(tmp_path):
+    """End to end, as a user runs it: exit 2, one line, no traceback, nothing written. The
+    env's module is found in the working directory (tests/observation_spaces_env.py), as
+    `python -m` finds it. The cases below call the command's `main` in this process."""
+    logdir = tmp_path / "run"
+    env = "observation_spaces_env:TextObservation-v0"
+    proc = _train("--env", env, "--logdir", str(logdir), timeout=120, cwd=TESTS_DIR)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    message = f"environment '{env}' has observation space Text(1, 8, "
+    assert lines[-1].startswith("impala-rep") and message in lines[-1], proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert not logdir.exists()
+
+
+# In this process (tests/in_process_cli.py): `main` must exit 2 (a traceback would be an
+# exception instead) with one line naming the value and what is allowed, and write nothing.
 
 
 @pytest.mark.parametrize(
@@ -38,32 +65,19 @@ def _train(*args, cwd=None, timeout=300, env=None):
             ["--seed", str(2**32)],
             f"argument --seed: expected an integer in [0, 2**32), got {2**32}",
         ),
-        # tests/observation_spaces_env.py (imported from the working directory, tests/).
-        (
-            ["--env", "observation_spaces_env:TextObservation-v0"],
-            "environment 'observation_spaces_env:TextObservation-v0' has observation space "
-            "Text(1, 8, ",
-        ),
     ],
 )
-@pytest.mark.launches
-def test_bad_input_is_refused_before_anything_is_written(args, message, tmp_path):
+def test_bad_input_is_refused_before_anything_is_written(args, message, tmp_path, capsys):
     logdir = tmp_path / "run"
-    proc = _train(*args, "--logdir", str(logdir), timeout=120, cwd=TESTS_DIR)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    lines = proc.stderr.strip().splitlines()
-    assert lines[-1].startswith("impala-rep") and message in lines[-1], proc.stderr[-2000:]
-    assert "Traceback" not in proc.stderr
+    last = refused_in_process(["train", *args, "--logdir", str(logdir)], capsys)
+    assert last.startswith("impala-rep") and message in last, last
     assert not logdir.exists()
 
 
-@pytest.mark.launches
 @pytest.mark.skipif(importlib.util.find_spec("Box2D") is not None, reason="Box2D is installed")
-def test_an_env_whose_optional_dependency_is_missing_names_what_to_install(tmp_path):
+def test_an_env_whose_optional_dependency_is_missing_names_what_to_install(tmp_path, capsys):
     logdir = tmp_path / "run"
-    proc = _train("--env", "LunarLander-v3", "--logdir", str(logdir), timeout=120)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    last = proc.stderr.strip().splitlines()[-1]
+    last = refused_in_process(["train", "--env", "LunarLander-v3", "--logdir", str(logdir)], capsys)
     assert "environment id 'LunarLander-v3' needs a package that is not installed" in last
     assert 'pip install "gymnasium[box2d]"' in last
     assert not logdir.exists()
@@ -83,17 +97,16 @@ def test_an_env_whose_optional_dependency_is_missing_names_what_to_install(tmp_p
         ),
     ],
 )
-@pytest.mark.launches
-def test_what_ray_could_never_satisfy_is_refused_instead_of_waited_for(args, message, tmp_path):
+def test_what_ray_could_never_satisfy_is_refused_instead_of_waited_for(
+    args, message, tmp_path, capsys
+):
     # Ray itself would wait forever: for a cluster at an address where none answers, and
     # for a GPU that no node has.
     if args[0] == "--learner-devices" and _machine_has_a_gpu():
         pytest.skip("this machine has a GPU")
     logdir = tmp_path / "run"
-    proc = _train(*args, "--logdir", str(logdir), timeout=120)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("impala-rep") and message in last, proc.stderr[-2000:]
+    last = refused_in_process(["train", *args, "--logdir", str(logdir)], capsys)
+    assert last.startswith("impala-rep") and message in last, last
     assert not logdir.exists()
 
 
@@ -160,19 +173,16 @@ def _skip_reason(case: str) -> str | None:
         ),
     ],
 )
-@pytest.mark.launches
 def test_what_this_machine_does_not_have_is_refused_before_anything_starts(
-    case, args, message, tmp_path
+    case, args, message, tmp_path, capsys, monkeypatch
 ):
     reason = _skip_reason("memory") or _skip_reason(case)
     if reason:
         pytest.skip(reason)
     logdir = tmp_path / "run"
-    env = {k: v for k, v in os.environ.items() if k != "TPU_NAME"}  # "tpu" then means this VM's
-    proc = _train(*args, "--logdir", str(logdir), timeout=120, env=env)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("impala-rep") and message in last, proc.stderr[-2000:]
+    monkeypatch.delenv("TPU_NAME", raising=False)  # "tpu" then means this VM's
+    last = refused_in_process(["train", *args, "--logdir", str(logdir)], capsys)
+    assert last.startswith("impala-rep") and message in last, last
     if case in ("atari", "memory"):  # says what is allowed, and what the machine has
         assert re.search(
             r"but this machine(?:'s cgroup memory limit leaves| has) [\d.]+ GiB "
@@ -180,7 +190,6 @@ def test_what_this_machine_does_not_have_is_refused_before_anything_starts(
             r"\d+",
             last,
         ), last
-    assert "Traceback" not in proc.stderr
     assert not logdir.exists()
 
 
@@ -228,14 +237,14 @@ def positional_loss(outputs, rewards):
         ),
     ],
 )
-@pytest.mark.launches
-def test_user_code_that_breaks_its_contract_is_refused_before_start(flag, name, message, tmp_path):
-    code = tmp_path / "my_code.py"
+def test_user_code_that_breaks_its_contract_is_refused_before_start(
+    flag, name, message, tmp_path, capsys
+):
+    # A module name of its own: other files import their own user code in the same process.
+    code = tmp_path / "bad_input_code.py"
     code.write_text(USER_CODE)
     logdir = tmp_path / "run"
-    proc = _train(flag, f"{code}:{name}", "--logdir", str(logdir), timeout=120)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    last = proc.stderr.strip().splitlines()[-1]
+    last = refused_in_process(["train", flag, f"{code}:{name}", "--logdir", str(logdir)], capsys)
     assert last.startswith("impala-rep") and f"bad {flag[2:]} '{code}:" in last, last
     assert message in last, last
     assert not logdir.exists()
@@ -245,7 +254,8 @@ def test_user_code_that_breaks_its_contract_is_refused_before_start(flag, name, 
 def test_a_run_that_fails_before_its_first_checkpoint_leaves_nothing_behind(tmp_path):
     # Every actor's env crashes inside its second unroll, and the batch is larger than the
     # unrolls sent before the crash-loop limit ends the run: no step, no checkpoint. The
-    # local launcher: one process, no Ray, same outcome.
+    # local launcher: one process, no Ray, same outcome. Two failures are tolerated, so a
+    # failed actor thread is replaced (and fails again) before the limit is passed.
     logdir = tmp_path / "run"
     args = (
         "--env",
@@ -257,13 +267,17 @@ def test_a_run_that_fails_before_its_first_checkpoint_leaves_nothing_behind(tmp_
         "--batch-size",
         "64",
         "--max-actor-failures",
-        "1",
+        "2",
         "--logdir",
         str(logdir),
     )
     proc = _train(*args, cwd=TESTS_DIR)
     assert proc.returncode == 1, proc.stderr[-3000:]
-    assert "actors keep failing" in proc.stderr and "simulated env crash" in proc.stderr
+    assert (
+        "impala-rep: error: actors keep failing: 3 actor failures within 600 s (limit 2); "
+        "the last, in actor "
+    ) in proc.stderr
+    assert "RuntimeError: simulated env crash" in proc.stderr
     assert (
         f"nothing of this run was kept ({logdir} removed); run the same command again"
         in proc.stderr

@@ -58,19 +58,12 @@ def test_a_cpu_run_prints_only_its_own_lines(launcher, tmp_path):
 
 
 @pytest.mark.launches
-def test_verbose_shows_tensorflows_own_lines(tmp_path):
-    proc = _train("--launcher", "local", "--verbose", "--logdir", str(tmp_path / "run"))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    foreign = _foreign(proc.stderr)
-    assert any("cuda" in line.lower() or "onednn" in line.lower() for line in foreign), proc.stderr
-
-
-@pytest.mark.launches
 def test_a_run_whose_episodes_never_end_says_so_once_and_the_time_limit_flag_ends_them(tmp_path):
     """An env with no time limit and no terminal state (CliffWalking-v1 is one until its
     policy finds the goal) never ends an episode, so the return stays n/a. After 1,000 steps
     in each env the console says why, once; with --max-episode-steps episodes are truncated
-    there and a return appears (tests/endless_env.py pays 1 a step: exactly the limit)."""
+    there and a return appears (tests/endless_env.py pays 1 a step: exactly the limit).
+    That run is --verbose too: TensorFlow's own lines come back on stderr."""
     common = (
         "--env",
         "endless_env:Endless-v0",
@@ -98,6 +91,7 @@ def test_a_run_whose_episodes_never_end_says_so_once_and_the_time_limit_flag_end
         "4000",
         "--max-episode-steps",
         "100",
+        "--verbose",
         "--logdir",
         str(tmp_path / "limited"),
         cwd=TESTS_DIR,
@@ -105,6 +99,8 @@ def test_a_run_whose_episodes_never_end_says_so_once_and_the_time_limit_flag_end
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "no episode has ended" not in proc.stdout
     assert "final mean return (last 100)   100.0" in proc.stdout, proc.stdout
+    foreign = _foreign(proc.stderr)
+    assert any("cuda" in line.lower() or "onednn" in line.lower() for line in foreign), proc.stderr
 
 
 def test_a_report_in_which_nothing_moved_is_not_shown_until_30_s_pass():

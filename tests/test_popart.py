@@ -4,6 +4,7 @@ manual update, a refused update, and the option through the train command."""
 
 import functools
 import json
+import math
 import pathlib
 import subprocess
 import sys
@@ -282,7 +283,8 @@ def _cli(*args):
 @pytest.mark.launches
 def test_popart_with_the_novelty_bonus_trains_resumes_and_evaluates_through_the_commands(tmp_path):
     """MountainCar: PopArt under random network distillation (auto on for vectors), each
-    wrapping the run's agent and loss; the statistics come back from the checkpoint."""
+    wrapping the run's agent and loss; the statistics and RND's predictor and target come back
+    from the checkpoint. It is RND's run through the commands too (tests/test_rnd.py has none)."""
     run = tmp_path / "run"
     proc = _cli(
         "train",
@@ -305,23 +307,32 @@ def test_popart_with_the_novelty_bonus_trains_resumes_and_evaluates_through_the_
         str(run),
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert json.loads((run / "config.json").read_text())["loss"]["popart"] is True
+    loss = json.loads((run / "config.json").read_text())["loss"]
+    # RND unset is auto: on for vectors, its weight in config.json (an explicit `--rnd-cost`
+    # reaching it: tests/test_rnd.py).
+    assert loss["popart"] is True and loss["rnd_cost"] == 10.0, loss
     first = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     last = [r for r in first if r.get("loss") is not None][-1]
     # MountainCar's -1 a step: the statistics have left their start (0, 1), and RND ran.
     assert last["popart_mean"] < -0.01 and last["popart_scale"] != 1.0, last
     assert last["rnd_on"] > 0
+    assert math.isfinite(first[-1]["rnd_novelty"]) and first[-1]["rnd_novelty"] > 0, first[-1]
+    assert first[-1]["rnd_bonus_rms"] > 0
     # Every key the run reported (PopArt's, RND's, reward scaling's, the loss's, the run's) is
     # in the generated metrics reference.
     reference = pathlib.Path(__file__).resolve().parents[1] / "docs" / "reference" / "metrics.md"
     undocumented = {k for r in first for k in r if f"| `{k}` |" not in reference.read_text()}
     assert not undocumented, f"docs/reference/metrics.md does not document {sorted(undocumented)}"
+    # RND's predictor and target come back too: a resumed run and a greedy evaluation build
+    # the same agent (a mismatch fails to restore).
     proc = _cli("train", "--resume", str(run), "--total-frames", "9600")
     assert proc.returncode == 0, proc.stderr[-2000:]
     resumed = [
         json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()[len(first) :]
     ]
+    assert resumed and resumed[-1]["frames"] >= 9600
     trained = [r for r in resumed if r.get("loss") is not None]
+    assert trained and all(r["rnd_novelty"] > 0 for r in trained), resumed  # still with RND
     # Restored, not restarted at (0, 1): at a step size of 0.001 the mean moves 0.1% of the
     # way a step, so a restart could not be back within 80% of it by the first report.
     assert trained and trained[0]["popart_mean"] < 0.8 * last["popart_mean"] < 0, (last, trained[0])
@@ -332,6 +343,9 @@ def test_popart_with_the_novelty_bonus_trains_resumes_and_evaluates_through_the_
 
 @pytest.mark.launches
 def test_the_wrapped_agent_and_loss_pickle_without_tensorflow():
+    """The driver imports no TensorFlow, and Ray pickles the agent factory and the loss to
+    the learner and actor processes: the extensions' wrappers (PopArt's and RND's, RND's
+    around PopArt's around the built-in agent) must be both."""
     code = """
 import pickle, sys
 from impala_rep.config import TrainConfig
@@ -344,11 +358,13 @@ agent, loss = pickle.loads(
     pickle.dumps(with_extensions(config, spec, agent_factory=base, loss=None))
 )
 assert "tensorflow" not in sys.modules, "the driver imported TensorFlow"
-print(type(agent()).__name__, type(agent().policy).__name__, type(agent().policy.policy).__name__)
+built = agent()
+print(type(built).__name__, type(built.policy).__name__, type(built.policy.policy).__name__)
+print(built.policy.policy.num_actions)
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.split() == ["RNDAgent", "PopArtAgent", "MLPAgent"]
+    assert proc.stdout.split() == ["RNDAgent", "PopArtAgent", "MLPAgent", "3"]
 
 
 def test_a_users_loss_popart_cannot_build_on_is_refused_before_anything_starts(tmp_path, capsys):
