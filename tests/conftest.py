@@ -46,6 +46,7 @@ HEAVY_FIRST = (
     "test_atari_training.py",
     "test_training.py",
     "test_discrete_observations.py",
+    "test_vector_memory.py",
     "test_atari.py",
 )
 
