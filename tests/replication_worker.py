@@ -248,11 +248,13 @@ def traced_once(replicator, tf):
     }
 
 
-def main(n):
+def report(n):
+    """Everything this worker measures on `n` logical CPU devices, as JSON-ready values.
+    One device needs no fresh process: tests/test_replicator.py calls it in its own."""
     replicator = Replicator(f"cpu:{n}")
     import tensorflow as tf  # after the Replicator has fixed the device count
 
-    result = {
+    return {
         "num_replicas": replicator.num_replicas,
         "primitives": primitives(replicator, tf),
         "training": training(replicator, tf),
@@ -261,7 +263,10 @@ def main(n):
         "repeat_until": repeat_until(replicator, tf),
         "traced_once": traced_once(replicator, tf),
     }
-    print("RESULT " + json.dumps(result))
+
+
+def main(n):
+    print("RESULT " + json.dumps(report(n)))
 
 
 if __name__ == "__main__":
