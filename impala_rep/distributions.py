@@ -31,6 +31,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from impala_rep.config.validation import is_int
+
 __all__ = [
     "ActionDistribution",
     "Categorical",
@@ -103,10 +105,10 @@ class Categorical:
     """A softmax policy over `num_actions` actions (`Discrete`)."""
 
     def __init__(self, num_actions: int):
-        if isinstance(num_actions, bool) or not isinstance(num_actions, int) or num_actions < 1:
+        if not is_int(num_actions) or num_actions < 1:
             raise ValueError(f"num_actions must be an integer >= 1, got {num_actions!r}")
-        self.num_actions = num_actions
-        self.num_params = num_actions
+        self.num_actions = int(num_actions)
+        self.num_params = self.num_actions
         self.action_shape: tuple[int, ...] = ()
         self.action_dtype = np.dtype(np.int32)
 
@@ -164,9 +166,9 @@ class MultiCategorical:
 
     def __init__(self, nvec: Sequence[int]):
         nvec = tuple(nvec)
-        if not nvec or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in nvec):
+        if not nvec or any(not is_int(n) or n < 1 for n in nvec):
             raise ValueError(f"nvec must be a non-empty sequence of integers >= 1, got {nvec!r}")
-        self.nvec = nvec
+        self.nvec = tuple(int(n) for n in nvec)
         self._parts = [Categorical(n) for n in nvec]
         self._bounds = np.cumsum((0, *nvec))
         self.num_params = int(sum(nvec))
