@@ -29,6 +29,7 @@ __all__ = [
     "AgentInputs",
     "Agent",
     "MLPAgent",
+    "MLPTorso",
     "flat_observations",
     "layer_variables",
     "weights_of",
@@ -118,6 +119,33 @@ def flat_observations(observation: Any, *, scaling: tuple[Any, Any] | None = Non
     return (x - offset) * scale
 
 
+class MLPTorso:
+    """The MLP torso for vector observations: `[N, D]` -> features `[N, hidden_sizes[-1]]`
+    (`[N, D]` without hidden layers).
+
+    Observations are flattened to float32 and standardised with `scaling`, an
+    `observation_scaling` `(offset, scale)` (None: unscaled), then go through Dense ReLU
+    layers: `MLPAgent`'s torso, and `impala_rep.networks.NetworkAgent`'s for vectors.
+    """
+
+    def __init__(
+        self, hidden_sizes: Sequence[int] = (64, 64), *, scaling: tuple[Any, Any] | None = None
+    ):
+        if any(h < 1 for h in hidden_sizes):  # none at all: a linear policy on the inputs
+            raise ValueError(f"hidden_sizes must be sizes >= 1, got {tuple(hidden_sizes)}")
+        self._scaling = scaling
+        self.layers = [
+            tf.keras.layers.Dense(h, activation="relu", name=f"torso_{i}")
+            for i, h in enumerate(hidden_sizes)
+        ]
+
+    def __call__(self, observation: tf.Tensor) -> tf.Tensor:
+        x = flat_observations(observation, scaling=self._scaling)
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
 class MLPAgent:
     """A feed-forward agent for vector observations: a shared MLP torso, policy and value heads.
 
@@ -143,13 +171,10 @@ class MLPAgent:
             if observation_normalization is None
             else observation_scaling(*observation_normalization)
         )
-        self._torso = [
-            tf.keras.layers.Dense(h, activation="relu", name=f"torso_{i}")
-            for i, h in enumerate(hidden_sizes)
-        ]
+        self._torso = MLPTorso(hidden_sizes, scaling=self._scaling)
         self._policy = tf.keras.layers.Dense(num_actions, name="policy_logits")
         self._baseline = tf.keras.layers.Dense(1, name="baseline")
-        self._layers = [*self._torso, self._policy, self._baseline]
+        self._layers = [*self._torso.layers, self._policy, self._baseline]
 
     def initial_state(self, batch_size: int) -> tuple:
         return ()
@@ -159,9 +184,7 @@ class MLPAgent:
         self._forward(dummy)
 
     def _forward(self, observation: tf.Tensor) -> AgentOutput:
-        x = flat_observations(observation, scaling=self._scaling)
-        for layer in self._torso:
-            x = layer(x)
+        x = self._torso(observation)
         return AgentOutput(self._policy(x), tf.squeeze(self._baseline(x), axis=-1))
 
     def step(self, inputs: AgentInputs, state: Any) -> tuple[AgentOutput, Any]:

@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from impala_rep.agent import (
+from impala_rep.agent import (  # MLPTorso re-exported: the vector torso, beside the CNN ones
     AgentInputs,
     AgentOutput,
+    MLPTorso,
     assign_weights,
-    flat_observations,
     layer_variables,
     weights_of,
 )
@@ -155,38 +155,6 @@ class MinAtarTorso(_LayerStack):
         ]
 
 
-class MLPTorso:
-    """The MLP torso for vector observations: `[N, D]` -> features `[N, hidden_sizes[-1]]`.
-
-    Observations are flattened to float32 and standardised with `observation_scaling`'s
-    `(offset, scale)` of `observation_normalization` when given (as `MLPAgent` does), then
-    go through Dense ReLU layers.
-    """
-
-    def __init__(
-        self,
-        hidden_sizes: Sequence[int] = (64, 64),
-        observation_normalization: tuple[Sequence[float], Sequence[float]] | None = None,
-    ):
-        if not hidden_sizes or any(h < 1 for h in hidden_sizes):
-            raise ValueError(f"hidden_sizes must be sizes >= 1, got {tuple(hidden_sizes)}")
-        self._scaling = (
-            None
-            if observation_normalization is None
-            else observation_scaling(*observation_normalization)
-        )
-        self.layers = [
-            layers.Dense(h, activation="relu", name=f"torso_{i}")
-            for i, h in enumerate(hidden_sizes)
-        ]
-
-    def __call__(self, observation: tf.Tensor) -> tf.Tensor:
-        x = flat_observations(observation, scaling=self._scaling)
-        for layer in self.layers:
-            x = layer(x)
-        return x
-
-
 # One class per name in TORSOS (tests/test_networks.py checks the two agree): the pixel
 # torsos, which take images /255 (`_preprocess`).
 _TORSO_CLASSES = {"shallow": ShallowTorso, "deep": DeepTorso, "minatar": MinAtarTorso}
@@ -252,7 +220,12 @@ class NetworkAgent:
         self.use_lstm = bool(use_lstm)
         self.lstm_size = lstm_size
         if torso == MLP:
-            self._torso = MLPTorso(hidden_sizes, observation_normalization)
+            self._torso = MLPTorso(
+                hidden_sizes,
+                scaling=None
+                if observation_normalization is None
+                else observation_scaling(*observation_normalization),
+            )
             self._observation_rank, self._prepare = 1, tf.convert_to_tensor
         else:
             self._torso = _TORSO_CLASSES[torso]()
