@@ -363,5 +363,5 @@ class NetworkAgent:
         assign_weights(self.trainable_variables, weights)
 
 
-# Its name from before it took the MLP torso too.
+# The pixel agent's other name, which existing code builds it by.
 CNNAgent = NetworkAgent
