@@ -1,8 +1,11 @@
 """An `Actor` as a Ray actor process: a thin wrapper around `run_actor_loop`.
 
-With a multi-host learner an actor feeds one learner host (`learner`) but takes
-its weights from the chief host (`weights_from`), the only one that publishes
-them: after each reply from its host it asks the chief for the newest version.
+It pushes its unrolls to a learner that is a Ray actor (`run`). With a multi-host
+learner an actor feeds one learner host (`learner`) but takes its weights from the
+chief host (`weights_from`), the only one that publishes them: after each reply from
+its host it asks the chief for the newest version. A learner in the driver's process
+cannot be called from here: it pulls the unrolls instead (`produce`,
+`impala_rep/run/driver_learner.py`).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ class _ActorProcess:
         actors: ActorConfig,
         seed: int,
         agent_factory: Callable[[], Any],
-        learner,
+        learner=None,
         weights_from=None,
         slot: int | None = None,
         return_discount: float | None = None,
@@ -53,8 +56,9 @@ class _ActorProcess:
         self._learner = learner
         self._slot = slot  # sent with each unroll: the learner tells the driver who is silent
         self._weights_from = learner if weights_from is None else weights_from
-        version, published = ray.get(self._weights_from.latest_weights.remote())
-        self._actor.set_weights(_fetched(published[0]), version)
+        if learner is not None:  # else the first `produce` brings the weights
+            version, published = ray.get(self._weights_from.latest_weights.remote())
+            self._actor.set_weights(_fetched(published[0]), version)
 
     def pid(self) -> int:
         return os.getpid()
@@ -84,6 +88,16 @@ class _ActorProcess:
             max_unrolls=max_unrolls,
         )
 
+    @ray.method(enable_task_events=False)  # tens of calls a second, as the learner's enqueue
+    def produce(self, weights: tuple[int, list] | None = None):
+        """For a learner that pulls (`learner=None`): loads `weights` (version, [published];
+        None: nothing newer than the last ones), then returns the next (unroll, stats). The
+        first call must bring weights."""
+        if weights is not None:
+            version, published = weights
+            self._actor.set_weights(_fetched(published[0]), version)
+        return self._actor.unroll()
+
 
 def _fetched(published: Any) -> list:
     """The weight list from what the learner published: carried in the reply when small, in
@@ -98,14 +112,14 @@ def create_actor(
     *,
     config: TrainConfig,
     agent_factory,
-    learner,
     seed: int,
+    learner=None,
     weights_from=None,
     slot: int | None = None,
 ):
     """Starts one actor process for `config` that feeds `learner` (and takes its weights
-    from `weights_from`, default `learner`) as actor `slot`. Ray spreads actors over the
-    cluster's nodes."""
+    from `weights_from`, default `learner`) as actor `slot`, or (`learner=None`) one a
+    learner in the driver pulls from. Ray spreads actors over the cluster's nodes."""
     return RayActor.options(num_cpus=1, scheduling_strategy="SPREAD").remote(
         env=config.env,
         actors=config.actors,

@@ -108,6 +108,10 @@ class LearnerGroup:
         self._started = []
         return restored
 
+    def node_ids(self, timeout_s: float) -> list[str]:
+        """The Ray node of each host; `ray.exceptions.GetTimeoutError` past `timeout_s`."""
+        return ray.get([host.node_id.remote() for host in self.hosts], timeout=timeout_s)
+
     def report(self) -> LearnerReport:
         """The merged report; `ray.exceptions.GetTimeoutError` if a host does not answer
         within `REPORT_TIMEOUT_S` (a report is served beside the training thread: it never

@@ -10,10 +10,12 @@ to actors and the driver. A single learner is a group of one of these
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import ray
@@ -46,9 +48,16 @@ def publish(weights: list) -> Any:
 class LearnerHost:
     """One learner host: its `LearnerService`'s methods and where it runs."""
 
-    def __init__(self, learner_config: LearnerConfig | None = None):
+    def __init__(
+        self,
+        learner_config: LearnerConfig | None = None,
+        *,
+        importing: Callable[[], AbstractContextManager] = contextlib.nullcontext,
+    ):
         """`learner_config`: given, this host starts importing TensorFlow at once, before the
-        driver's `start` reaches it, so that the import overlaps the placement round trips."""
+        driver's `start` reaches it, so that the import overlaps the placement round trips
+        (or, in the driver, Ray's start). `importing()` is entered around the import."""
+        self._importing = importing
         self._service = None
         # Actors are started while this host builds (run/launch_ray.py): their calls
         # (`latest_weights`, `enqueue`) wait here until `start` has finished, and fail if it
@@ -75,7 +84,8 @@ class LearnerHost:
         if xla:
             xla_cache.enable(learner_config.xla_cache)
         try:
-            import tensorflow as tf
+            with self._importing():
+                import tensorflow as tf
         except Exception:  # noqa: BLE001 - `start` imports it again and reports what failed
             return
 
@@ -85,8 +95,16 @@ class LearnerHost:
             # one thread anyway; TensorFlow's default pools only spun beside it: one thread
             # takes less learner CPU and gives more frames/s on CartPole. Not without XLA:
             # Pong's CNN step is slower on one thread (docs/notebook.md, "Where the CPU goes").
-            tf.config.threading.set_intra_op_parallelism_threads(1)
-            tf.config.threading.set_inter_op_parallelism_threads(1)
+            try:
+                tf.config.threading.set_intra_op_parallelism_threads(1)
+                tf.config.threading.set_inter_op_parallelism_threads(1)
+            except RuntimeError:  # a process that ran TensorFlow before (a learner in the
+                pass  # driver of a program that had): its pools are set for good
+
+    def wait_imported(self) -> None:
+        """Returns once the import started by the constructor has ended (at once if none)."""
+        if self._preloading:
+            self._preload.join()
 
     def pid(self) -> int:
         return os.getpid()
@@ -117,7 +135,7 @@ class LearnerHost:
         """Builds this host's service (restored, on resume); returns the checkpoint it
         restored from. With several `addresses` it returns once every host has joined."""
         if self._preloading:
-            self._preload.join()
+            self.wait_imported()
         else:
             self._import_tensorflow(config.learner)
         from impala_rep.learner.build import build_learner_service

@@ -112,6 +112,11 @@ def test_demo_trains_replicated_and_matches_one_device():
             ["train", "--launcher", "local", "--ray-address", "auto"],
             "bad ray_address 'auto': the local launcher starts no Ray",
         ),
+        (
+            ["train", "--launcher", "local", "--learner-process", "ray"],
+            "bad learner_process 'ray': the local launcher runs the learner in this process",
+        ),
+        (["train", "--learner-process", "gpu"], "argument --learner-process: invalid choice"),
         (["train", "--report-every", "0"], "bad report_every 0.0: must be a positive number"),
         (["train", "--preset", "pong"], "argument --preset: invalid choice: 'pong'"),
         (["train", "--rnd-cost", "-1"], "bad rnd_cost -1.0: must be >= 0"),

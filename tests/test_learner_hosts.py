@@ -77,11 +77,35 @@ def test_tf_config_rejects_bad_groups(addresses, index, message):
             dict(learner_hosts=2, num_actors=2, launcher="local"),
             "bad learner_hosts 2: must be 1 with --launcher local",
         ),
+        (
+            dict(learner_hosts=2, num_actors=2, learner_process="driver"),
+            "bad learner_hosts 2: must be 1 with --learner-process driver",
+        ),
     ],
 )
 def test_config_refuses_what_a_group_cannot_run(settings, message):
     with pytest.raises(ValueError, match=message):
         TrainConfig.from_keys(settings)
+
+
+@pytest.mark.parametrize(
+    "settings, where",
+    [
+        ({}, "driver"),  # an embedded Ray
+        (dict(launcher="local"), "driver"),
+        (dict(ray_address="auto"), "ray"),  # a cluster: where the learner's devices are
+        (dict(learner_hosts=2, num_actors=2), "ray"),
+        (dict(learner_devices="cpu:2"), "ray"),  # logical devices need a fresh TensorFlow
+        (dict(learner_devices="gpu"), "ray"),  # Ray reserves its GPU, as before
+        (dict(learner_devices="tpu"), "ray"),
+        (dict(ray_address="auto", learner_process="driver"), "driver"),  # as asked
+    ],
+)
+def test_the_learner_runs_in_the_driver_on_one_cpu_of_one_machine(settings, where):
+    from impala_rep.config.auto import resolve_auto_settings
+
+    config = resolve_auto_settings(TrainConfig.from_keys(settings), (4,))
+    assert config.run.learner_process == where
 
 
 def test_merged_report_adds_frames_and_takes_the_common_step():

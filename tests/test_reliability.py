@@ -113,6 +113,7 @@ def test_killed_learner_stops_the_run_and_resume_continues_on_two_replicas(local
             logdir=str(logdir),
             checkpoint_every=0.5,
             learner_devices="cpu",
+            learner_process="ray",  # a process of its own, to kill
         )
     )
     killer = kill_when(lambda: (logdir / "checkpoints" / "checkpoint").exists(), "LearnerHost")

@@ -241,12 +241,13 @@ def test_a_signal_while_checking_inputs_exits_before_anything_is_written(tmp_pat
 @pytest.mark.launches
 def test_a_failed_log_write_stops_the_run_with_a_checkpoint(tmp_path):
     logdir = tmp_path / "run"
-    process = start_training(logdir)
+    process = start_training(logdir, "--learner-process", "ray")
     wait_for_training(process, logdir)
     spawned = descendants(process.pid)
     # A real write fault in the driver alone (its processes are all started): a file
     # size limit just above metrics.jsonl, so its next record fails with EFBIG, as a
-    # full disk fails with ENOSPC. The learner, which writes the checkpoints, is unlimited.
+    # full disk fails with ENOSPC. The learner, a process of its own here, writes the
+    # checkpoints and is unlimited.
     size = (logdir / "metrics.jsonl").stat().st_size
     resource.prlimit(process.pid, resource.RLIMIT_FSIZE, (size + 1, size + 1))
     out, _ = process.communicate(timeout=180)
@@ -391,7 +392,9 @@ def test_a_dead_learner_is_reported_as_such_when_more_actors_fail_than_are_toler
     # Once the learner is gone every actor's loop fails: with more actors than
     # --max-actor-failures that is a "crash loop", but the cause is the learner.
     logdir = tmp_path / "run"
-    process = start_training(logdir, "--num-actors", "2", "--max-actor-failures", "1")
+    process = start_training(
+        logdir, "--num-actors", "2", "--max-actor-failures", "1", "--learner-process", "ray"
+    )
     wait_for_training(process, logdir)
     spawned = descendants(process.pid)
     learner = [

@@ -45,6 +45,7 @@ class RunKind:
     vectors: bool  # the env's observations are vectors (not images)
     built_in_mlp: bool  # the built-in MLP (no core) and IMPALA loss: no user agent or loss, vectors
     one_cpu: bool  # the learner is one CPU device on one host
+    cluster: bool  # the run joins a Ray cluster (--ray-address)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +93,14 @@ AUTO_RULES: tuple[AutoRule, ...] = (
         lambda kind: not kind.built_in_mlp,
         why="Where the CPU goes",
     ),
+    # Where the learner runs changes nothing in the checkpoint: a resume decides again.
+    AutoRule(
+        "learner_process",
+        "driver for one CPU of one learner host on one machine (no --ray-address), else ray",
+        lambda kind: "driver" if kind.one_cpu and not kind.cluster else "ray",
+        why="The learner in the driver",
+        kept_on_resume=False,
+    ),
 )
 
 
@@ -113,6 +122,7 @@ def run_kind(config: TrainConfig, observation_shape, *, users_code: bool = False
             config.learner.hosts == 1
             and parse_devices(config.learner.devices) == DeviceSpec("cpu", 1)
         ),
+        cluster=bool(config.run.ray_address),
     )
 
 

@@ -50,6 +50,7 @@ __all__ = [
     "NETWORKS",
     "REWARD_CLIPPING",
     "LAUNCHERS",
+    "LEARNER_PROCESSES",
     "OPTIMIZERS",
     "TORSOS",
     "config_fields",
@@ -63,6 +64,7 @@ TORSOS = ("shallow", "deep", "minatar")  # the CNN torsos
 NETWORKS = ("auto", "mlp", *TORSOS)
 REWARD_CLIPPING = ("abs_one", "none")
 LAUNCHERS = ("ray", "local")
+LEARNER_PROCESSES = ("driver", "ray")
 OPTIMIZERS = ("rmsprop", "adam")
 
 
@@ -445,6 +447,13 @@ class RunConfig:
         "process, as threads, no Ray (debugging, tests)",
         choices=LAUNCHERS,
     )
+    learner_process: str | None = _field(
+        None,
+        "where the learner runs: driver (this process, which imports TensorFlow while Ray "
+        "starts; actors are Ray processes it pulls unrolls from) or ray (a Ray actor process "
+        "of its own)",
+        choices=LEARNER_PROCESSES,
+    )
     report_every_s: float = _field(
         2.0,
         "seconds between progress lines and metrics records",
@@ -463,6 +472,14 @@ class RunConfig:
         _bools(self, "verbose")
         _numbers(self, ("report_every_s",), lambda v: v > 0, "must be a positive number")
         _declared_choices(self, "launcher")
+        if self.learner_process is not None:
+            _declared_choices(self, "learner_process")
+        require(
+            not (self.launcher == "local" and self.learner_process == "ray"),
+            "learner_process",
+            self.learner_process,
+            "the local launcher runs the learner in this process; use driver or leave it auto",
+        )
         require(
             not (self.launcher == "local" and self.ray_address),
             "ray_address",
@@ -534,6 +551,12 @@ class TrainConfig:
             "learner_hosts",
             hosts,
             "must be 1 with --launcher local (several learner hosts need --launcher ray)",
+        )
+        require(
+            self.run.learner_process != "driver" or hosts == 1,
+            "learner_hosts",
+            hosts,
+            "must be 1 with --learner-process driver (each host of a group is a Ray process)",
         )
         require(
             self.learner.target_kl is None or self.loss.function is None,

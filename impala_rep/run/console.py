@@ -14,7 +14,10 @@ never at package import (a library user's process is theirs):
   level reaches them. Only in a process that uses TensorFlow: a driver whose
   actors and learner run under Ray imports none (it writes TensorBoard events
   with TensorBoard's own writer), which saves its start-up the seconds of CPU that
-  importing TensorFlow costs.
+  importing TensorFlow costs. A learner in the driver imports it in a thread while
+  Ray starts (`import_quietly`): for those seconds anything else written to fd 2
+  is lost too, so the launcher waits for the import before the run's own messages
+  can follow (Ray's errors arrive as exceptions).
 - Ray: worker output stays in Ray's own log files (`log_to_driver=False`,
   /tmp/ray/session_latest/logs/ on each node) and the driver logs only errors.
   Workers' failures reach the console as the run's own lines (an actor's cause,
@@ -29,7 +32,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["quiet_native_logs", "ray_console_options"]
+__all__ = ["import_quietly", "quiet_native_logs", "ray_console_options"]
 
 
 def quiet_native_logs(verbose: bool, *, import_tensorflow: bool = True) -> None:
@@ -42,6 +45,12 @@ def quiet_native_logs(verbose: bool, *, import_tensorflow: bool = True) -> None:
     if import_tensorflow:
         with _stderr_discarded():
             import tensorflow  # noqa: F401  (imported here so its notes are discarded)
+
+
+def import_quietly(verbose: bool) -> contextlib.AbstractContextManager:
+    """Around TensorFlow's first import in a thread of the driver: its start-up notes
+    discarded, unless `verbose`."""
+    return contextlib.nullcontext() if verbose else _stderr_discarded()
 
 
 def ray_console_options(verbose: bool) -> dict[str, Any]:

@@ -211,6 +211,8 @@ def add_config_flags(
             kwargs["type"] = _parser(field.key, kind, optional)
             if meta.get("choices"):
                 kwargs["choices"] = tuple(meta["choices"]) + ((None,) if optional else ())
+                if optional:  # the word, not argparse's repr of None
+                    kwargs["metavar"] = "{" + ",".join((*meta["choices"], NONE)) + "}"
             if meta.get("metavar"):
                 kwargs["metavar"] = meta["metavar"]
         actions[field.key] = groups[field.group].add_argument(field.flag, **kwargs)

@@ -9,14 +9,11 @@ Metrics, checkpoints and exit codes are the Ray launcher's.
 
 from __future__ import annotations
 
-import queue
-import threading
-import time
-
 from impala_rep.extensions import actor_return_discount, extensions_for
 from impala_rep.learner.report import LearnerReport
 from impala_rep.run.errors import TrainingFailed, one_line
 from impala_rep.run.prepare import RunPlan
+from impala_rep.run.slot_threads import SlotThreads
 
 __all__ = ["LocalLauncher"]
 
@@ -83,16 +80,10 @@ class _ThreadActorFleet:
 
     def __init__(self, plan: RunPlan, service):
         self._plan, self._service = plan, service
-        self._threads: dict[int, threading.Thread] = {}
-        self._ended: queue.Queue = queue.Queue()
-        self._started: queue.Queue = queue.Queue()
+        self._slots = SlotThreads()
 
     def start(self, slot: int, seed: int) -> None:
-        thread = threading.Thread(
-            target=self._run, args=(slot, seed), name=f"actor-{slot}", daemon=True
-        )
-        self._threads[slot] = thread
-        thread.start()
+        self._slots.launch(slot, lambda slot: self._run(slot, seed))
 
     def _run(self, slot: int, seed: int) -> None:
         from impala_rep.actors.actor_loop import run_actor_loop
@@ -110,9 +101,9 @@ class _ThreadActorFleet:
             version, published = service.latest_weights()
             actor.set_weights(published[0], version)
         except Exception as err:  # noqa: BLE001 - reported as the actor's failure
-            self._end(slot, f"failed to start: {one_line(err)}")
+            self._slots.end(slot, f"failed to start: {one_line(err)}")
             return
-        self._started.put((slot, threading.current_thread()))
+        self._slots.mark_started(slot)
         try:
             # Sending is the call itself: enqueue blocks while the queue is full
             # (back-pressure) and its reply carries the newest weights.
@@ -123,43 +114,20 @@ class _ThreadActorFleet:
                 fetch_weights=lambda weights: weights,
             )
         except Exception as err:  # noqa: BLE001 - an env or policy error ends this actor only
-            self._end(slot, one_line(err))
+            self._slots.end(slot, one_line(err))
             return
-        self._end(slot, None)
-
-    def _end(self, slot: int, cause: str | None) -> None:
-        # Only the slot's current thread speaks for it: a hung one that was replaced
-        # (remove) and ends later says nothing.
-        if self._threads.get(slot) is threading.current_thread():
-            self._ended.put((slot, cause))
+        self._slots.end(slot, None)
 
     def started(self) -> list[int]:
-        slots = []
-        while not self._started.empty():
-            slot, thread = self._started.get()
-            if self._threads.get(slot) is thread:  # not a replaced thread's start
-                slots.append(slot)
-        return slots
+        return self._slots.started()
 
     def wait(self, timeout_s: float) -> list[tuple[int, str | None]]:
-        """Ended loops, waiting up to `timeout_s` while some still run (as `ray.wait` does)."""
-        ended, deadline = [], time.monotonic() + timeout_s
-        running = sum(thread.is_alive() for thread in self._threads.values())
-        while True:
-            try:
-                ended.append(self._ended.get(timeout=max(0.0, deadline - time.monotonic())))
-            except queue.Empty:
-                return ended
-            if len(ended) >= running and self._ended.empty():
-                return ended
+        return self._slots.wait(timeout_s)
 
     def remove(self, slot: int) -> None:
         # A failed loop has returned already. A hung one cannot be stopped from outside
         # (Python threads cannot be killed): it is left behind as a daemon thread.
-        self._threads.pop(slot).join(timeout=5.0)
+        self._slots.forget(slot).join(timeout=5.0)
 
     def stop(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        for thread in self._threads.values():
-            thread.join(timeout=max(0.0, deadline - time.monotonic()))
-        self._threads.clear()
+        self._slots.join(timeout_s)

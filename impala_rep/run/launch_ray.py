@@ -1,9 +1,12 @@
-"""The Ray launcher: the learner and every actor in Ray actor processes (the default).
+"""The Ray launcher: every actor in a Ray actor process, the learner in one too or in the
+driver's (the default).
 
-On a machine of its own it starts an embedded Ray; with `--ray-address` it
-joins a cluster, where the learner lands on a node with its devices and the
-actors spread over the nodes. The driver only watches: training never passes
-through it.
+On a machine of its own it starts an embedded Ray and runs the learner in this process
+(`--learner-process driver`, `run/driver_learner.py`), which pulls the actors' unrolls.
+With `--ray-address` it joins a cluster, where the learner is a Ray actor that lands on a
+node with its devices (`--learner-process ray`; a multi-host learner is a group of them),
+the actors spread over the nodes and push their unrolls to it, and the driver only
+watches: training never passes through it.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from impala_rep.learner.report import LearnerReport
 from impala_rep.run.console import ray_console_options
 from impala_rep.run.errors import LearnerLost, SetupError, TrainingFailed, one_line
 from impala_rep.run.prepare import RunPlan
-from impala_rep.run.ray_cluster import check_reachable, check_resources
+from impala_rep.run.ray_cluster import answers, check_reachable, check_resources
 from impala_rep.run.ray_errors import describe_ray_error, failed_to_start
 from impala_rep.run.ray_setup import WORKER_ENV, is_loopback
 from impala_rep.startup import stamp
@@ -41,7 +44,8 @@ class RayLauncher:
         self._plan = plan
         self._started_ray = False
         self._ray_owner = _RayOwner()
-        self._learner = None
+        self._learner = None  # a LearnerGroup, or a DriverLearner
+        self._in_driver = None  # the DriverLearner, if the learner runs in this process
         self.fleet = None  # set by start()
         self._learner_alive = True
         self._learner_stopped = False
@@ -54,6 +58,10 @@ class RayLauncher:
         config = self._plan.config
         if config.run.ray_address:
             check_reachable(config.run.ray_address)
+        if config.run.learner_process == "driver":  # its TensorFlow import overlaps Ray's start
+            from impala_rep.run.driver_learner import DriverLearner
+
+            self._learner = self._in_driver = DriverLearner(self._plan)
         try:
             self._started_ray = self._ray_owner.start(_start_ray, config)
         except ConnectionError as err:  # something answered at the address, but not Ray's GCS
@@ -63,15 +71,30 @@ class RayLauncher:
             ) from None
         check_resources(config, ray.cluster_resources(), embedded=not config.run.ray_address)
         self.startup["ray started"] = stamp()
+        address = ray.util.get_node_ip_address()
+        if self._started_ray and not is_loopback(address):
+            self._wait_imported()  # the message must not go while stderr is discarded
+            print(
+                f"impala-rep: warning: the embedded Ray runs at {address} and listens on every "
+                "interface: ray was imported before train(); set "
+                "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 before importing it to keep it on 127.0.0.1",
+                file=sys.stderr,
+            )
 
     def start(self) -> None:
         """Starts building the learner (restored, on resume) and returns once Ray has placed
         it; `fleet` can start actors at once. They import TensorFlow and build while the
         learner does, and wait in their first call to it (`latest_weights`) until it is
         built: start-up costs the slower of the two, not their sum."""
+        plan, config = self._plan, self._plan.config
+        if self._learner is not None:  # in this process
+            from impala_rep.run.driver_learner import PulledActorFleet
+
+            self._learner.start()
+            self.fleet = PulledActorFleet(plan, self._learner.host)
+            return
         from impala_rep.learner.learner_group import create_learner_group
 
-        plan, config = self._plan, self._plan.config
         try:
             self._learner = create_learner_group(
                 config,
@@ -103,10 +126,7 @@ class RayLauncher:
 
         try:  # the hosts are running (wait_started() waited for them); the actors may not be yet
             with self._learner_call():
-                host_nodes = ray.get(
-                    [host.node_id.remote() for host in self._learner.hosts],
-                    timeout=REPORT_TIMEOUT_S,
-                )
+                host_nodes = self._learner.node_ids(timeout_s=REPORT_TIMEOUT_S)
         except LearnerLost as err:
             raise TrainingFailed(str(err)) from None
         actor_nodes = self.fleet.node_ids(ACTOR_START_TIMEOUT_S)
@@ -164,6 +184,13 @@ class RayLauncher:
             if self._started_ray:
                 ray.shutdown()
             self._ray_owner.release()
+            self._wait_imported()  # what the caller prints next must not be discarded
+
+    def _wait_imported(self) -> None:
+        """Until a learner in the driver has imported TensorFlow (`run/console.py`: stderr
+        is discarded while it does)."""
+        if self._in_driver is not None:
+            self._in_driver.host.wait_imported()
 
     def abort(self) -> None:
         """A second signal: no time for a clean stop, but no Ray process may outlive us."""
@@ -204,15 +231,7 @@ class _RayActorFleet:
         """Each started actor's node, waiting up to `timeout_s` in all: None for one not
         placed (or not constructed) by then; one that failed to start is left out (the
         supervisor reports and replaces it)."""
-        refs = list(self._node_refs)
-        ready = set(ray.wait(refs, num_returns=len(refs), timeout=timeout_s)[0]) if refs else set()
-        nodes = []
-        for ref in refs:
-            try:
-                nodes.append(ray.get(ref) if ref in ready else None)
-            except ray.exceptions.RayError:
-                pass
-        return nodes
+        return answers(self._node_refs, timeout_s)
 
     def started(self) -> list[int]:
         if not self._starting:
@@ -347,13 +366,5 @@ def _start_ray(config) -> bool:
             num_cpus=max(os.cpu_count() or 1, config.actors.num_actors + config.learner.hosts),
             include_dashboard=False,
             **console,
-        )
-    address = ray.util.get_node_ip_address()
-    if not is_loopback(address):
-        print(
-            f"impala-rep: warning: the embedded Ray runs at {address} and listens on every "
-            "interface: ray was imported before train(); set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 "
-            "before importing it to keep it on 127.0.0.1",
-            file=sys.stderr,
         )
     return True

@@ -15,7 +15,13 @@ import socket
 from impala_rep.config import TrainConfig
 from impala_rep.run.errors import SetupError
 
-__all__ = ["check_reachable", "check_resources", "CONNECT_TIMEOUT_S", "ACTOR_START_TIMEOUT_S"]
+__all__ = [
+    "answers",
+    "check_reachable",
+    "check_resources",
+    "CONNECT_TIMEOUT_S",
+    "ACTOR_START_TIMEOUT_S",
+]
 
 CONNECT_TIMEOUT_S = 10.0
 # Seconds Ray gets to place every actor on a cluster and run its constructor (import
@@ -145,3 +151,18 @@ def _check_gpus_per_node(
         f"bad learner_devices {config.learner.devices!r}: {asks} for {per_host} GPUs "
         f"on one node and on {where} {holds} (GPUs per node: {listing}); use {instead}"
     )
+
+
+def answers(refs: list, timeout_s: float) -> list:
+    """What each of `refs` answered within `timeout_s` in all, in order: None for one still
+    pending then; one that failed is left out (its caller hears of that failure elsewhere)."""
+    import ray
+
+    ready = set(ray.wait(refs, num_returns=len(refs), timeout=timeout_s)[0]) if refs else set()
+    values = []
+    for ref in refs:
+        try:
+            values.append(ray.get(ref) if ref in ready else None)
+        except ray.exceptions.RayError:
+            pass
+    return values

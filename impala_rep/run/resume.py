@@ -40,6 +40,7 @@ RESUME_RULES = {
     **{key: "locked" for key in LOCKED_KEYS},
     "rnd_cost": "on or off is locked; the weight may change",
     "learner_xla": "auto is decided again when the learner's devices or hosts change",
+    "learner_process": "auto is decided again for the resumed command",
 }
 
 # The file CheckpointManager keeps in LOGDIR/checkpoints, naming the newest checkpoint.
@@ -118,7 +119,8 @@ def resumed_config(saved: TrainConfig, changes: Mapping[str, Any]) -> TrainConfi
     )
     if moved and "learner_xla" not in changes:
         changes = {**changes, "learner_xla": None}
-    return saved.replace(changes)
+    # Where the learner runs is the resumed command's layout, not the checkpoint's.
+    return saved.replace({"learner_process": None, **changes})
 
 
 def check_resumable(config: TrainConfig) -> TrainConfig:
