@@ -15,7 +15,8 @@ microseconds per env frame each; env + policy + learner is **the work per frame*
 run).
 
 Part 2, a real run: `impala-rep train --env ENV --total-frames FRAMES` (embedded Ray), as a
-user runs it. Every process of its tree is read from /proc twice a second: CPU seconds by
+user runs it but with the learner in a Ray process of its own (`--learner-process ray`, unless
+the flags after `--` say otherwise), so that its CPU is told apart from the driver's. Every process of its tree is read from /proc twice a second: CPU seconds by
 role (driver, learner, actors, Ray's own processes), for the whole run and split at the
 first trained frame (start-up / training), and peak RSS by role. The **overhead factor**
 is CPU per frame over the work per frame, with and without start-up; the median env
@@ -332,6 +333,8 @@ def main() -> int:
     from impala_rep.run.cli import config_from_args, parse_args  # `impala-rep train`'s flags
 
     argv = ["--env", args.env, "--total-frames", str(args.frames), *args.train_flags]
+    if "--learner-process" not in argv:  # the learner's CPU in a process of its own, by role
+        argv += ["--learner-process", "ray"]
     config = config_from_args(parse_args(["train", *argv]))
     if args.work_only:
         work = work_costs(config, args.seconds)

@@ -577,7 +577,8 @@ def startup_section(results: pathlib.Path | None = None) -> str:
     """The newest start-up records (`benchmarks/startup.py`): each stage of each repeat."""
     from impala_rep.startup import STAGES
 
-    batch = ledger.newest_batch(ledger.load_records("startup", results or ledger.RESULTS))
+    records = ledger.load_records("startup", results or ledger.RESULTS)
+    batch = ledger.newest_batch(r for r in records if r["label"] == "defaults")
     if not batch:
         return "No start-up record yet: run `benchmarks/startup.py`.\n"
     columns = ["train() called", *STAGES]
@@ -595,13 +596,29 @@ def startup_section(results: pathlib.Path | None = None) -> str:
         ]
         for r in batch
     ]
-    warm = [r["figures"]["ratio"] for r in batch if r["figures"]["xla_cache"] == "warm"]
+    def warm(runs: list[dict], figure: str) -> list[float]:
+        return [r["figures"][figure] for r in runs if r["figures"]["xla_cache"] == "warm"]
+
     summary = (
         f"Median over the warm repeats: the first trained frame came at "
-        f"{statistics.median(warm):.2f}× the two bare costs together.\n\n"
-        if warm
+        f"{statistics.median(warm(batch, 'ratio')):.2f}× the two bare costs together, "
+        f"{statistics.median(warm(batch, 'first_trained_frame_s')):.1f} s from launch.\n\n"
+        if warm(batch, "ratio")
         else ""
     )
+    # The same command with the learner in a Ray process of its own, at the same commit.
+    apart = [
+        r
+        for r in records
+        if r["label"] == "learner-process-ray" and r["code"]["commit"] == batch[0]["code"]["commit"]
+    ]
+    if warm(apart, "ratio"):
+        summary += (
+            f"With `--learner-process ray` (the learner in a Ray process of its own, which "
+            f"imports TensorFlow only once Ray has started it), {len(apart)} repeats in the same "
+            f"sitting: {statistics.median(warm(apart, 'first_trained_frame_s')):.1f} s, "
+            f"{statistics.median(warm(apart, 'ratio')):.2f}× (warm medians).\n\n"
+        )
     return (
         _table(
             ["repeat", "XLA cache", "bare TF import", "bare Ray init + shutdown"]
