@@ -16,8 +16,9 @@ run).
 
 Part 2, a real run: `impala-rep train --env ENV --total-frames FRAMES` (embedded Ray), as a
 user runs it but with the learner in a Ray process of its own (`--learner-process ray`, unless
-the flags after `--` say otherwise), so that its CPU is told apart from the driver's. Every process of its tree is read from /proc twice a second: CPU seconds by
-role (driver, learner, actors, Ray's own processes), for the whole run and split at the
+the flags after `--` say otherwise), so that its CPU is told apart from the driver's. Every
+process of its tree is read from /proc twice a second: CPU seconds by role (driver, learner,
+actors, Ray's own processes), for the whole run and split at the
 first trained frame (start-up / training), and peak RSS by role. The **overhead factor**
 is CPU per frame over the work per frame, with and without start-up; the median env
 frames/s comes from the run's metrics.jsonl, over its reports from launch. Before the run, two
