@@ -596,6 +596,7 @@ def startup_section(results: pathlib.Path | None = None) -> str:
         ]
         for r in batch
     ]
+
     def warm(runs: list[dict], figure: str) -> list[float]:
         return [r["figures"][figure] for r in runs if r["figures"]["xla_cache"] == "warm"]
 
