@@ -18,6 +18,7 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from impala_rep.actors.host_policy import HostPolicy
+from impala_rep.distributions import action_distribution, for_action_space
 from impala_rep.unroll import EpisodeStats, Unroll, UnrollSpec
 
 __all__ = ["Actor"]
@@ -69,22 +70,25 @@ class Actor:
         """
         if unroll_length < 1:
             raise ValueError(f"unroll_length must be >= 1, got {unroll_length}")
-        action_space = env.single_action_space
-        if not isinstance(action_space, gymnasium.spaces.Discrete) or action_space.start != 0:
-            raise ValueError(f"the actor needs a Discrete(n) action space, got {action_space}")
-        if int(action_space.n) != agent.num_actions:
-            raise ValueError(f"agent has {agent.num_actions} actions, env has {action_space.n}")
+        # What the env's actions need, and what the agent acts with, must agree.
+        needed = for_action_space(env.single_action_space)  # ValueError for other spaces
+        distribution = action_distribution(agent)
+        if distribution != needed:
+            raise ValueError(
+                f"the agent acts with {distribution!r} ({agent.num_actions} policy outputs); "
+                f"the env's action space {env.single_action_space} needs {needed!r}"
+            )
         self._env = env
-        self._num_actions = agent.num_actions
+        self._distribution = distribution
         self._unroll_length = unroll_length
         self._num_envs = env.num_envs
         self._reset_finished_envs = _needs_reset_mask(env)
         self._observation_space = env.single_observation_space
-        self._unroll_spec = UnrollSpec(
+        self._unroll_spec = UnrollSpec.for_distribution(
+            distribution,
             unroll_length=unroll_length,
             observation_shape=self._observation_space.shape,
             observation_dtype=self._observation_space.dtype,
-            num_actions=self._num_actions,
         )
         self._policy = _policy_for(
             agent,
@@ -92,12 +96,15 @@ class Actor:
             num_envs=self._num_envs,
             seed=seed,
             greedy=bool(greedy),
+            distribution=distribution,
         )
 
         self._version = 0
         observation, _ = env.reset()
         self._observation = np.asarray(observation)
-        self._prev_action = np.zeros([self._num_envs], np.int32)
+        self._prev_action = np.zeros(
+            [self._num_envs, *distribution.action_shape], distribution.action_dtype
+        )
         self._prev_reward = np.zeros([self._num_envs], np.float32)
         self._first = np.ones([self._num_envs], bool)
         self._episode_return = np.zeros([self._num_envs], np.float64)
@@ -150,7 +157,8 @@ class Actor:
                 self._discounted_return = self._return_discount * self._discounted_return + reward
                 discounted_returns.append(self._discounted_return.copy())
                 self._discounted_return[done] = 0.0
-            self._prev_action = np.where(done, 0, u.actions[t]).astype(np.int32)
+            ended = done.reshape(-1, *[1] * len(self._distribution.action_shape))
+            self._prev_action = np.where(ended, 0, u.actions[t]).astype(u.actions.dtype)
             self._prev_reward = np.where(done, 0.0, u.rewards[t]).astype(np.float32)
             self._first = done
         self._record_agent_inputs(u, self._unroll_length)
@@ -207,7 +215,7 @@ class Actor:
         the truncated envs (`{env index: observation}`).
         """
         observation, reward, terminated, truncated, info = self._env.step(
-            actions.astype(self._env.action_space.dtype, copy=False)
+            self._distribution.to_env(actions).astype(self._env.action_space.dtype, copy=False)
         )
         reward = np.asarray(reward, np.float64)
         terminated = np.asarray(terminated, bool)
@@ -244,7 +252,13 @@ class Actor:
 
 
 def _policy_for(
-    agent: Any, *, observation_space: gymnasium.Space, num_envs: int, seed: int, greedy: bool
+    agent: Any,
+    *,
+    observation_space: gymnasium.Space,
+    num_envs: int,
+    seed: int,
+    greedy: bool,
+    distribution: Any,
 ) -> Any:
     """The numpy policy for an acting twin or a feed-forward agent with a `host_step`,
     else the compiled one (which imports TensorFlow)."""
@@ -256,6 +270,7 @@ def _policy_for(
             seed=seed,
             greedy=greedy,
             weight_shapes=agent.weight_shapes(observation_space.shape),
+            distribution=distribution,
         )
     agent.build(observation_space.shape)
     import tensorflow as tf  # an `Agent` is built: TensorFlow is loaded already
@@ -268,6 +283,7 @@ def _policy_for(
             seed=seed,
             greedy=greedy,
             weight_shapes=[np.shape(w) for w in weights],
+            distribution=distribution,
         )
     from impala_rep.actors.compiled_policy import CompiledPolicy
 
@@ -277,6 +293,7 @@ def _policy_for(
         num_envs=num_envs,
         seed=seed,
         greedy=greedy,
+        distribution=distribution,
     )
 
 

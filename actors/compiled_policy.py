@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from impala_rep.agent import Agent, AgentInputs
+from impala_rep.distributions import or_categorical
 
 __all__ = ["CompiledPolicy"]
 
@@ -22,8 +23,9 @@ class CompiledPolicy:
     """Acts for `E` envs with a built `agent`'s `step`, traced once for fixed shapes.
 
     Keeps the agent's recurrent state between calls (reset per env where `first`).
-    Samples with stateless categorical draws seeded from a TF Generator (`seed`);
-    `greedy` acts with the most probable action.
+    Samples from `distribution` (`impala_rep.distributions`; None: a categorical over the
+    logits) with stateless draws seeded from a TF Generator (`seed`); `greedy` acts with
+    the most probable action.
     """
 
     def __init__(
@@ -34,8 +36,12 @@ class CompiledPolicy:
         num_envs: int,
         seed: int,
         greedy: bool,
+        distribution: Any = None,
     ):
         self._agent = agent
+        self._distribution = or_categorical(
+            distribution, tf.TensorSpec([None, agent.num_actions], tf.float32)
+        )
         self._observation_space = observation_space
         self._num_envs = num_envs
         self._greedy = greedy
@@ -66,7 +72,8 @@ class CompiledPolicy:
         prev_reward: np.ndarray,
         first: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Actions `[E]` int32 and logits `[E, A]` float32; the recurrent state moves on."""
+        """Actions `[E, *action_shape]` and the policy's parameters `[E, P]` float32; the
+        recurrent state moves on."""
         action, logits, self._state = self._policy(
             observation, prev_action, prev_reward, first, self._state
         )
@@ -88,16 +95,16 @@ class CompiledPolicy:
             observation=observation,
             prev_action=prev_action,
             prev_reward=prev_reward,
-            first=tf.zeros_like(prev_action, tf.bool),
+            first=tf.zeros(tf.shape(prev_reward), tf.bool),
         )
         output, _ = self._agent.step(inputs, state)
         return tf.cast(output.baseline, tf.float32)
 
     def _policy_step(self, observation, prev_action, prev_reward, first, state):
-        """Args: observation `[E, *obs]`, prev_action `[E]` int32, prev_reward `[E]`
-        float32, first `[E]` bool, state the agent's nest of `[E, ...]`.
-        Returns: actions `[E]` int32 (sampled, or the arg-max if greedy), logits `[E, A]`
-        float32, and the agent's new state."""
+        """Args: observation `[E, *obs]`, prev_action `[E, *action_shape]`, prev_reward
+        `[E]` float32, first `[E]` bool, state the agent's nest of `[E, ...]`.
+        Returns: actions `[E, *action_shape]` (sampled, or the mode if greedy), the
+        policy's parameters `[E, P]` float32, and the agent's new state."""
         state = _reset_where_first(first, self.initial_state, state)
         inputs = AgentInputs(
             observation=observation, prev_action=prev_action, prev_reward=prev_reward, first=first
@@ -105,17 +112,19 @@ class CompiledPolicy:
         output, new_state = self._agent.step(inputs, state)
         logits = tf.cast(output.policy_logits, tf.float32)
         if self._greedy:
-            return tf.argmax(logits, axis=-1, output_type=tf.int32), logits, new_state
+            return self._distribution.mode_tf(logits), logits, new_state
         # Stateless sampling seeded from the actor's generator: reproducible per seed.
         seed = self._rng.make_seeds(1)[:, 0]
-        action = tf.random.stateless_categorical(logits, 1, seed=seed, dtype=tf.int32)[:, 0]
-        return action, logits, new_state
+        return self._distribution.sample_tf(logits, seed), logits, new_state
 
     def _signature(self) -> list:
         e, space = self._num_envs, self._observation_space
         return [
             tf.TensorSpec([e, *space.shape], tf.as_dtype(space.dtype)),
-            tf.TensorSpec([e], tf.int32),
+            tf.TensorSpec(
+                [e, *self._distribution.action_shape],
+                tf.as_dtype(self._distribution.action_dtype),
+            ),
             tf.TensorSpec([e], tf.float32),
             tf.TensorSpec([e], tf.bool),
             tf.nest.map_structure(lambda x: tf.TensorSpec(x.shape, x.dtype), self.initial_state),

@@ -9,10 +9,12 @@ kind, with the same methods.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from impala_rep.agent_io import AgentInputs, AgentOutput
+from impala_rep.distributions import or_categorical
 
 __all__ = ["HostPolicy"]
 
@@ -25,8 +27,10 @@ class HostPolicy:
       weights: the weights to act with until `set_weights`; None: none yet (an acting
         twin has no variables: `act` refuses until the learner's weights arrive).
       weight_shapes: the layout every weight list must have (count and shapes).
-      seed: seeds the numpy Generator that samples actions (Gumbel-max).
+      seed: seeds the numpy Generator that samples actions.
       greedy: act with the most probable action instead of sampling.
+      distribution: the policy's distribution over actions (`impala_rep.distributions`);
+        None: a categorical over the logits.
     """
 
     def __init__(
@@ -37,8 +41,10 @@ class HostPolicy:
         weight_shapes: Sequence[Sequence[int]],
         seed: int,
         greedy: bool,
+        distribution: Any = None,
     ):
         self._host_step = host_step
+        self._distribution = distribution
         self._shapes = [tuple(s) for s in weight_shapes]
         self._weights = None if weights is None else self._checked(weights)
         self._rng = np.random.default_rng(seed)
@@ -58,16 +64,15 @@ class HostPolicy:
         prev_reward: np.ndarray,
         first: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Actions `[E]` int32 and logits `[E, A]` float32."""
-        logits = np.asarray(
+        """Actions `[E, *action_shape]` and the policy's parameters `[E, P]` float32."""
+        params = np.asarray(
             self._step(AgentInputs(observation, prev_action, prev_reward, first)).policy_logits,
             np.float32,
         )
+        distribution = or_categorical(self._distribution, params)
         if self._greedy:
-            return logits.argmax(-1).astype(np.int32), logits
-        # Gumbel-max: one categorical sample per row, reproducible per seed.
-        noisy = logits + self._rng.gumbel(size=logits.shape)
-        return noisy.argmax(-1).astype(np.int32), logits
+            return distribution.mode(params), params
+        return distribution.sample(params, self._rng), params
 
     def values(
         self, observation: np.ndarray, prev_action: np.ndarray, prev_reward: np.ndarray

@@ -55,11 +55,13 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib.util
+from typing import Any
 
 import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from impala_rep.distributions import for_action_space
 from impala_rep.envs import atari, minatar
 from impala_rep.envs.cartpole import CartPoleSameStepVectorEnv
 
@@ -72,7 +74,10 @@ class EnvSpec:
 
     observation_shape: one env's observation shape (no batch dim), e.g. `(4,)`.
     observation_dtype: the observations' numpy dtype.
-    num_actions: size of the Discrete action space.
+    num_actions: the policy's parameters per step: the size of a Discrete action
+      space, in general the `action_distribution`'s `num_params`.
+    action_distribution: the policy's distribution over the env's actions
+      (`impala_rep.distributions.for_action_space`).
     frame_skip: env frames one agent step spans (4 for Atari). Frame counts shown
       to users (flags, metrics) are env frames, so they compare with the literature.
     observation_bounds: `(low, high)` of vector observations; None for images and
@@ -82,6 +87,7 @@ class EnvSpec:
     observation_shape: tuple[int, ...]
     observation_dtype: np.dtype
     num_actions: int
+    action_distribution: Any
     frame_skip: int = 1
     # (low, high) of a gymnasium env's vector observations as its Box declares them; None
     # for images, Atari, MinAtar and one-hot codes of discrete observations.
@@ -104,7 +110,7 @@ def describe_env(env_id: str) -> EnvSpec:
             return EnvSpec(
                 observation_shape=tuple(env.single_observation_space.shape),
                 observation_dtype=np.dtype(env.single_observation_space.dtype),
-                num_actions=_num_discrete_actions(env_id, env.single_action_space),
+                **_actions(env_id, env.single_action_space),
                 frame_skip=atari.FRAME_SKIP,
             )
         finally:
@@ -116,7 +122,7 @@ def describe_env(env_id: str) -> EnvSpec:
             return EnvSpec(
                 observation_shape=tuple(env.single_observation_space.shape),
                 observation_dtype=np.dtype(env.single_observation_space.dtype),
-                num_actions=_num_discrete_actions(env_id, env.single_action_space),
+                **_actions(env_id, env.single_action_space),
             )
         finally:
             env.close()
@@ -128,7 +134,7 @@ def describe_env(env_id: str) -> EnvSpec:
             f"environment id {env_id!r} needs a package that is not installed: {_first_line(err)}"
         ) from None
     try:
-        num_actions = _num_discrete_actions(env_id, env.action_space)
+        actions = _actions(env_id, env.action_space)
         one_hot = _is_flattened(env.observation_space) and _all_discrete(env.observation_space)
         env = _flattened_if_needed(env)
         _check_observation_space(env_id, env.observation_space)
@@ -142,7 +148,7 @@ def describe_env(env_id: str) -> EnvSpec:
         return EnvSpec(
             observation_shape=tuple(space.shape),
             observation_dtype=np.dtype(space.dtype),
-            num_actions=num_actions,
+            **actions,
             observation_bounds=bounds,
         )
     finally:
@@ -284,7 +290,7 @@ def make_vector_env(
         env_id.split(":", 1)[-1], num_envs=num_envs, max_episode_steps=max_episode_steps
     )
     try:
-        _num_discrete_actions(env_id, env.single_action_space)
+        _actions(env_id, env.single_action_space)
     except ValueError:
         env.close()
         raise
@@ -400,16 +406,11 @@ def _needs_ale_py(env_id: str) -> bool:
     return env_id.startswith("ALE/") or "NoFrameskip" in env_id
 
 
-def _num_discrete_actions(env_id: str, action_space: gymnasium.Space) -> int:
-    if not isinstance(action_space, gymnasium.spaces.Discrete):
-        raise ValueError(
-            f"environment {env_id!r} has action space {action_space}; "
-            "only Discrete action spaces are supported"
-        )
-    if action_space.start != 0:
-        # The agent's action index is passed to the env unchanged.
-        raise ValueError(
-            f"environment {env_id!r} has Discrete actions starting at "
-            f"{action_space.start}; only Discrete(n) starting at 0 is supported"
-        )
-    return int(action_space.n)
+def _actions(env_id: str, action_space: gymnasium.Space) -> dict[str, Any]:
+    """`EnvSpec`'s action fields for `action_space`; ValueError naming the env and what is
+    allowed for a space no policy here can act in."""
+    try:
+        distribution = for_action_space(action_space)
+    except ValueError as err:
+        raise ValueError(f"environment {env_id!r}: {err}") from None
+    return {"num_actions": distribution.num_params, "action_distribution": distribution}

@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from impala_rep.agent_io import AgentInputs, AgentOutput  # noqa: F401  (their documented home)
+from impala_rep.distributions import policy_head_sizes
 from impala_rep.host_mlp import mlp_host_step
 
 # bounds_normalization is re-exported: its documented home is here, beside MLPAgent.
@@ -154,6 +155,11 @@ class MLPAgent:
     of the env's Box), it first standardises its inputs (`observation_scaling`). The
     mapping is a constant, not a variable: the agent's weights and checkpoints are the
     same with or without it.
+
+    `action_distribution` (`impala_rep.distributions`; None: a softmax over `num_actions`
+    logits) is what it acts with: its policy head gives the distribution's `head_params`,
+    and its `free_params` (a Gaussian's log-stds) are one more variable, the last weight,
+    starting at 0. `num_actions` is the distribution's `num_params`.
     """
 
     def __init__(
@@ -162,30 +168,42 @@ class MLPAgent:
         num_actions: int,
         hidden_sizes: Sequence[int] = (64, 64),
         observation_normalization: tuple[Sequence[float], Sequence[float]] | None = None,
+        action_distribution: Any = None,
     ):
         if num_actions < 1:
             raise ValueError(f"num_actions must be >= 1, got {num_actions}")
         self.num_actions = num_actions
+        self.action_distribution = action_distribution
+        head, self._free_params = policy_head_sizes(action_distribution, num_actions)
         self._scaling = (
             None
             if observation_normalization is None
             else observation_scaling(*observation_normalization)
         )
         self._torso = MLPTorso(hidden_sizes, scaling=self._scaling)
-        self._policy = tf.keras.layers.Dense(num_actions, name="policy_logits")
+        self._policy = tf.keras.layers.Dense(head, name="policy_logits")
         self._baseline = tf.keras.layers.Dense(1, name="baseline")
         self._layers = [*self._torso.layers, self._policy, self._baseline]
+        self._free: tf.Variable | None = None  # made in build(), inside a strategy's scope
 
     def initial_state(self, batch_size: int) -> tuple:
         return ()
 
     def build(self, observation_shape: Sequence[int]) -> None:
+        if self._free_params and self._free is None:
+            self._free = tf.Variable(
+                tf.zeros([self._free_params]), trainable=True, name="policy_free_params"
+            )
         dummy = tf.zeros([1, *observation_shape], tf.float32)
         self._forward(dummy)
 
     def _forward(self, observation: tf.Tensor) -> AgentOutput:
         x = self._torso(observation)
-        return AgentOutput(self._policy(x), tf.squeeze(self._baseline(x), axis=-1))
+        params = self._policy(x)
+        if self._free is not None:  # the same in every state: broadcast over the rows
+            free = tf.broadcast_to(self._free, [tf.shape(params)[0], self._free_params])
+            params = tf.concat([params, free], axis=-1)
+        return AgentOutput(params, tf.squeeze(self._baseline(x), axis=-1))
 
     def step(self, inputs: AgentInputs, state: Any) -> tuple[AgentOutput, Any]:
         return self._forward(inputs.observation), state
@@ -203,7 +221,8 @@ class MLPAgent:
 
     @property
     def trainable_variables(self) -> list[tf.Variable]:
-        return layer_variables(self._layers)
+        free = [] if self._free is None else [self._free]
+        return layer_variables(self._layers) + free
 
     def get_weights(self) -> list[np.ndarray]:
         return weights_of(self.trainable_variables)
@@ -217,4 +236,4 @@ class MLPAgent:
         For a small network a compiled `step` is nearly all TensorFlow's fixed cost per
         call, which numpy does not pay (docs/notebook.md, "Where the CPU goes").
         tests/test_host_step.py holds it to `step`."""
-        return mlp_host_step(weights, inputs, scaling=self._scaling)
+        return mlp_host_step(weights, inputs, scaling=self._scaling, free_params=self._free_params)

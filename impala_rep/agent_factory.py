@@ -50,6 +50,7 @@ def make_agent(
     use_lstm: bool = False,
     hidden_sizes: Sequence[int] = (64, 64),
     observation_normalization: tuple[Sequence[float], Sequence[float]] | None = None,
+    action_distribution: Any = None,
 ) -> Callable[[], Any]:
     """A picklable zero-argument factory (an `AgentBuilder`) building the chosen agent.
 
@@ -64,6 +65,9 @@ def make_agent(
       hidden_sizes: MLP layer sizes (MLP only).
       observation_normalization: `(mean, std)` per observation dimension; the MLP
         standardises its inputs with them (`MLPAgent`). None: unscaled.
+      action_distribution: what the agent acts with (`impala_rep.distributions`, e.g.
+        `for_action_space(env.action_space)`); None: a softmax over `num_actions`, which
+        is then the distribution's `num_params`.
 
     Raises:
       ValueError: unknown network, or a network that does not fit the observation rank.
@@ -111,11 +115,12 @@ def make_agent(
                     use_lstm=True,
                     lstm_size=settings["hidden_sizes"][-1],
                     **settings,
+                    action_distribution=action_distribution,
                 )
             )
         return AgentBuilder(
-            build=functools.partial(_mlp, **settings),
-            twin=functools.partial(_mlp_twin, **settings),
+            build=functools.partial(_mlp, **settings, action_distribution=action_distribution),
+            twin=functools.partial(_mlp_twin, **settings, action_distribution=action_distribution),
         )
     if len(shape) != 3:
         raise ValueError(
@@ -129,7 +134,11 @@ def make_agent(
         )
     return AgentBuilder(
         build=functools.partial(
-            _network, num_actions=int(num_actions), torso=network, use_lstm=bool(use_lstm)
+            _network,
+            num_actions=int(num_actions),
+            torso=network,
+            use_lstm=bool(use_lstm),
+            action_distribution=action_distribution,
         )
     )
 

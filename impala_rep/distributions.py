@@ -35,11 +35,13 @@ from impala_rep.config.validation import is_int
 
 __all__ = [
     "ActionDistribution",
+    "action_distribution",
     "Categorical",
     "MultiCategorical",
     "DiagGaussian",
     "for_action_space",
     "or_categorical",
+    "policy_head_sizes",
 ]
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -55,6 +57,11 @@ class ActionDistribution(Protocol):
     num_params: int
     action_shape: tuple[int, ...]
     action_dtype: np.dtype
+    # How an agent makes the `num_params`: `head_params` from the state (a layer's
+    # outputs), then `free_params` learned but the same in every state (a Gaussian's
+    # log-stds, as SB3's and CleanRL's PPO have them), starting at 0.
+    head_params: int
+    free_params: int
 
     def log_prob(self, params: Any, actions: Any) -> Any:
         """TensorFlow: log pi(a) of `actions` (a sum over an action's parts)."""
@@ -80,8 +87,22 @@ class ActionDistribution(Protocol):
     def log_prob_numpy(self, params: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """numpy: `log_prob`, for the actors and for tests."""
 
+    def features_tf(self, actions: Any) -> Any:
+        """`[N, *action_shape]` actions as `[N, F]` float32 inputs of a network (the
+        previous action, which a recurrent core is fed)."""
+
     def to_env(self, actions: np.ndarray) -> np.ndarray:
         """The actions as the environment takes them (a Gaussian's clipped to its bounds)."""
+
+
+class _ComparedByRepr:
+    """Equal when their reprs are: a distribution's repr names its kind and every setting."""
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and repr(other) == repr(self)
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
 
 
 def _tf():
@@ -101,19 +122,25 @@ def _checked_width(params: Any, num_params: int, name: str) -> None:
         raise ValueError(f"{name} parameters must have {num_params} entries last, got {width}")
 
 
-class Categorical:
+class Categorical(_ComparedByRepr):
     """A softmax policy over `num_actions` actions (`Discrete`)."""
 
     def __init__(self, num_actions: int):
         if not is_int(num_actions) or num_actions < 1:
             raise ValueError(f"num_actions must be an integer >= 1, got {num_actions!r}")
         self.num_actions = int(num_actions)
-        self.num_params = self.num_actions
+        self.num_params = self.head_params = self.num_actions
+        self.free_params = 0
         self.action_shape: tuple[int, ...] = ()
         self.action_dtype = np.dtype(np.int32)
 
     def __repr__(self) -> str:
         return f"Categorical({self.num_actions})"
+
+    def features_tf(self, actions: Any) -> Any:
+        """`[N]` actions as float32 inputs of a network (the previous action): one-hot."""
+        tf = _tf()
+        return tf.one_hot(tf.cast(actions, tf.int32), self.num_actions, dtype=tf.float32)
 
     def log_prob(self, params: Any, actions: Any) -> Any:
         tf = _tf()
@@ -160,7 +187,7 @@ class Categorical:
         return actions
 
 
-class MultiCategorical:
+class MultiCategorical(_ComparedByRepr):
     """Independent softmax policies, one per entry of `nvec` (`MultiDiscrete`): an
     action's log-probability, entropy and KL are the sums of its parts'."""
 
@@ -171,12 +198,21 @@ class MultiCategorical:
         self.nvec = tuple(int(n) for n in nvec)
         self._parts = [Categorical(n) for n in nvec]
         self._bounds = np.cumsum((0, *nvec))
-        self.num_params = int(sum(nvec))
+        self.num_params = self.head_params = int(sum(nvec))
+        self.free_params = 0
         self.action_shape = (len(nvec),)
         self.action_dtype = np.dtype(np.int32)
 
     def __repr__(self) -> str:
         return f"MultiCategorical({list(self.nvec)})"
+
+    def features_tf(self, actions: Any) -> Any:
+        """`[N, K]` actions as float32 inputs of a network: each entry one-hot, joined."""
+        tf = _tf()
+        actions = tf.cast(actions, tf.int32)
+        return tf.concat(
+            [part.features_tf(actions[:, i]) for i, part in enumerate(self._parts)], axis=-1
+        )
 
     def _split(self, params: Any) -> list[Any]:
         _checked_width(params, self.num_params, "MultiCategorical")
@@ -235,7 +271,7 @@ class MultiCategorical:
         return actions
 
 
-class DiagGaussian:
+class DiagGaussian(_ComparedByRepr):
     """A Gaussian with a diagonal covariance over a `Box` of `D` dimensions.
 
     Parameters are `[..., 2D]`: the means, then the log standard deviations (whether an
@@ -258,6 +294,7 @@ class DiagGaussian:
         self.low, self.high = low, high
         self.dim = int(low.size)
         self.num_params = 2 * self.dim
+        self.head_params = self.free_params = self.dim  # means from the state; log-stds free
         self.action_shape = (self.dim,)
         self.action_dtype = np.dtype(np.float32)
 
@@ -267,6 +304,11 @@ class DiagGaussian:
     def _split(self, params: Any) -> tuple[Any, Any]:
         _checked_width(params, self.num_params, "DiagGaussian")
         return params[..., : self.dim], params[..., self.dim :]
+
+    def features_tf(self, actions: Any) -> Any:
+        """`[N, D]` actions as float32 inputs of a network (the previous action)."""
+        tf = _tf()
+        return tf.cast(actions, tf.float32)
 
     def log_prob(self, params: Any, actions: Any) -> Any:
         tf = _tf()
@@ -313,6 +355,26 @@ class DiagGaussian:
 
     def to_env(self, actions: np.ndarray) -> np.ndarray:
         return np.clip(actions, self.low, self.high)
+
+
+def action_distribution(agent: Any) -> ActionDistribution:
+    """The distribution `agent` acts with: its `action_distribution` attribute, else (an
+    agent that names none) a `Categorical` over its `num_actions` logits."""
+    named = getattr(agent, "action_distribution", None)
+    return named if named is not None else Categorical(agent.num_actions)
+
+
+def policy_head_sizes(action_distribution: Any, num_actions: int) -> tuple[int, int]:
+    """(outputs of the policy head, state-independent parameters) for an agent with
+    `num_actions` policy parameters acting with `action_distribution` (None: a softmax)."""
+    if action_distribution is None:
+        return num_actions, 0
+    if action_distribution.num_params != num_actions:
+        raise ValueError(
+            f"num_actions must be the distribution's {action_distribution.num_params} "
+            f"parameters ({action_distribution!r}), got {num_actions}"
+        )
+    return action_distribution.head_params, action_distribution.free_params
 
 
 def or_categorical(distribution: ActionDistribution | None, params: Any) -> ActionDistribution:

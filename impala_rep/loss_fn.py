@@ -62,6 +62,7 @@ import tensorflow as tf
 
 from impala_rep.agent import Agent, AgentInputs, AgentOutput
 from impala_rep.config import LossConfig
+from impala_rep.distributions import action_distribution
 from impala_rep.losses import impala_loss_terms
 from impala_rep.shapes import assert_shape
 from impala_rep.transitions import vtrace_inputs
@@ -144,12 +145,13 @@ def impala_loss_fn(
 ) -> LossOutput:
     """The learner's default: `impala_loss` (V-trace actor-critic) with `config`'s settings.
 
-    `outputs` cover T+1 observations: `[:-1]` are the targets' logits and
-    values, `[-1]` the bootstrap value `[B']`. `agent` and `inputs` are unused.
+    `outputs` cover T+1 observations: `[:-1]` are the targets' policy parameters and
+    values, `[-1]` the bootstrap value `[B']`. The policy's distribution is the agent's
+    (`impala_rep.distributions.action_distribution`); `inputs` are unused.
     `sums` are `loss`, `pg_loss`, `baseline_loss`, `entropy_loss`; `means` the
     rest of `impala_loss`'s metrics; `terms` its weighted parts.
     """
-    del agent, inputs  # part of the contract; the IMPALA loss needs only the outputs
+    del inputs  # part of the contract; the IMPALA loss needs only the outputs
     logits, baseline = outputs.policy_logits, outputs.baseline
     dims: dict = {}
     assert_shape("outputs.policy_logits", logits, ("T+1", "B", "A"), dims=dims)
@@ -173,6 +175,7 @@ def impala_loss_fn(
             # LossConfig given to a Learner by hand it means off, IMPALA's own loss.
             kl_cost=config.kl_cost or 0.0,
             normalize_advantages=bool(config.normalize_advantages),
+            distribution=action_distribution(agent),
         )
     )
 

@@ -37,6 +37,7 @@ from impala_rep.agent import (  # MLPTorso re-exported: the vector torso, beside
 )
 from impala_rep.agent_factory import SHALLOW_MIN_IMAGE_SIZE, make_agent
 from impala_rep.config.schema import NETWORKS, TORSOS  # the built-in networks, named once
+from impala_rep.distributions import Categorical, policy_head_sizes
 from impala_rep.observation_scaling import observation_scaling
 
 __all__ = [
@@ -208,9 +209,13 @@ class NetworkAgent:
         lstm_size: int = 256,
         hidden_sizes: Sequence[int] = (64, 64),
         observation_normalization: tuple[Sequence[float], Sequence[float]] | None = None,
+        action_distribution: Any = None,
     ):
         if num_actions < 1:
             raise ValueError(f"num_actions must be >= 1, got {num_actions}")
+        head, self._free_params = policy_head_sizes(action_distribution, num_actions)
+        self.action_distribution = action_distribution
+        self._actions = action_distribution or Categorical(num_actions)
         if torso not in (*_TORSO_CLASSES, MLP):
             raise ValueError(f"torso must be one of {(*TORSOS, MLP)}, got {torso!r}")
         if use_lstm and lstm_size < 1:
@@ -237,11 +242,12 @@ class NetworkAgent:
         # the most important choices, and cleanba's IMPALA (orthogonal, gain 0.01)
         # does the same.
         self._policy = layers.Dense(
-            num_actions,
+            head,
             name="policy_logits",
             kernel_initializer=tf.keras.initializers.Orthogonal(gain=0.01),
         )
         self._baseline = layers.Dense(1, name="baseline")
+        self._free: tf.Variable | None = None  # a Gaussian's log-stds, made in build()
 
     @property
     def layers(self) -> list:
@@ -266,28 +272,39 @@ class NetworkAgent:
             raise ValueError(
                 f"torso {self.torso_name!r} needs {expected}, got shape {tuple(observation_shape)}"
             )
+        if self._free_params and self._free is None:
+            self._free = tf.Variable(
+                tf.zeros([self._free_params]), trainable=True, name="policy_free_params"
+            )
         inputs = AgentInputs(
             observation=tf.zeros(
                 [1, *observation_shape], tf.uint8 if self._observation_rank == 3 else tf.float32
             ),
-            prev_action=tf.zeros([1], tf.int32),
+            prev_action=tf.zeros(
+                [1, *self._actions.action_shape], tf.as_dtype(self._actions.action_dtype)
+            ),
             prev_reward=tf.zeros([1], tf.float32),
             first=tf.ones([1], tf.bool),
         )
         self.step(inputs, self.initial_state(1))
 
     def _core_input(self, observation, prev_action, prev_reward) -> tf.Tensor:
-        """`[N, ...]`, `[N]`, `[N]` -> `[N, F + A + 1]` (F: the torso's features)."""
+        """`[N, ...]`, `[N, *action_shape]`, `[N]` -> `[N, F + A + 1]` (F: the torso's
+        features, A: the previous action's, `features_tf` of the distribution)."""
         features = self._torso(self._prepare(observation))
         # scalable_agent feeds the clipped reward (rewards are clipped to [-1, 1]
         # for the loss too) so large raw rewards do not saturate the core.
         reward = tf.clip_by_value(tf.cast(prev_reward, tf.float32), -1.0, 1.0)[:, None]
-        action = tf.one_hot(tf.cast(prev_action, tf.int32), self.num_actions, dtype=tf.float32)
+        action = self._actions.features_tf(prev_action)
         return tf.concat([features, action, reward], axis=-1)
 
     def _heads(self, x: tf.Tensor) -> AgentOutput:
-        """`[N, F]` -> logits `[N, A]`, baseline `[N]`."""
-        return AgentOutput(self._policy(x), tf.squeeze(self._baseline(x), axis=-1))
+        """`[N, F]` -> the policy's parameters `[N, P]`, baseline `[N]`."""
+        params = self._policy(x)
+        if self._free is not None:  # the same in every state: broadcast over the rows
+            free = tf.broadcast_to(self._free, [tf.shape(params)[0], self._free_params])
+            params = tf.concat([params, free], axis=-1)
+        return AgentOutput(params, tf.squeeze(self._baseline(x), axis=-1))
 
     def _lstm_step(self, x: tf.Tensor, first: tf.Tensor, state: tuple) -> tuple[tf.Tensor, tuple]:
         """One LSTM step on `[B, F]`; rows with `first` start from a zero state."""
@@ -326,9 +343,8 @@ class NetworkAgent:
             flat = tf.reshape(observation, [-1, *trailing.as_list()])
         else:
             flat = tf.reshape(observation, tf.concat([[t * b], tf.shape(observation)[2:]], 0))
-        x = self._core_input(
-            flat, tf.reshape(inputs.prev_action, [-1]), tf.reshape(inputs.prev_reward, [-1])
-        )
+        prev_action = tf.reshape(inputs.prev_action, [-1, *self._actions.action_shape])
+        x = self._core_input(flat, prev_action, tf.reshape(inputs.prev_reward, [-1]))
         if self.use_lstm:
             x = tf.reshape(x, tf.stack([t, b, tf.shape(x)[-1]]))
             h0, c0 = (tf.convert_to_tensor(s, tf.float32) for s in state)
@@ -354,7 +370,7 @@ class NetworkAgent:
 
     @property
     def trainable_variables(self) -> list[tf.Variable]:
-        return layer_variables(self.layers)
+        return layer_variables(self.layers) + ([] if self._free is None else [self._free])
 
     def get_weights(self) -> list[np.ndarray]:
         return weights_of(self.trainable_variables)

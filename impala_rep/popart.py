@@ -111,6 +111,7 @@ class PopArtAgent:
     def __init__(self, policy: Any):
         self.policy = policy
         self.num_actions = policy.num_actions
+        self.action_distribution = getattr(policy, "action_distribution", None)
         self._head: tf.Variable | None = None  # (w, b)
         self._moments: tf.Variable | None = None  # (mean, second moment) of the targets
 

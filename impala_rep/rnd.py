@@ -73,6 +73,7 @@ class RNDAgent:
     def __init__(self, policy: Any, *, observation_normalization=None):
         self.policy = policy
         self.num_actions = policy.num_actions
+        self.action_distribution = getattr(policy, "action_distribution", None)
         self._scaling = (
             observation_scaling(*observation_normalization)
             if observation_normalization is not None
@@ -209,7 +210,8 @@ def rnd_loss_fn(
     base_loss = impala_loss_fn if base_loss is None else base_loss
     observations = tf.convert_to_tensor(inputs.observation)
     dims: dict = {}
-    assert_shape("actions", actions, ("T", "B"), dims=dims)
+    actions = tf.convert_to_tensor(actions)
+    assert_shape("actions", actions, ("T", "B", *[None] * (actions.shape.rank - 2)), dims=dims)
     assert_shape(
         "inputs.observation",
         observations,

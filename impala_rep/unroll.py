@@ -15,15 +15,15 @@ below (`markdown_table`, written here by docs/generate.py) all derive from it.
 | field | shape | dtype | meaning |
 |---|---|---|---|
 | observations | [T+1, B, *obs] | env's | obs[0..T]; obs[T] only bootstraps |
-| prev_actions | [T+1, B] | int32 | agent input: action just before obs[t] (0 at episode start) |
+| prev_actions | [T+1, B, *act] | action's | agent input: the action before obs[t] (0 at a start) |
 | prev_rewards | [T+1, B] | float32 | agent input: reward on reaching obs[t] (0 at episode start) |
 | first | [T+1, B] | bool | obs[t] starts an episode |
-| actions | [T, B] | int32 | action taken at obs[t] |
+| actions | [T, B, *act] | action's | action taken at obs[t] |
 | rewards | [T, B] | float32 | raw reward of transition t -> t+1 |
 | terminated | [T, B] | bool | the episode ended in a terminal state at t -> t+1 |
 | truncated | [T, B] | bool | the episode was cut (time limit) at t -> t+1 |
 | truncation_values | [T, B] | float32 | the cut episode's bootstrap value, or 0 (see below) |
-| behaviour_logits | [T, B, A] | float32 | the actor's policy logits at obs[t] |
+| behaviour_logits | [T, B, P] | float32 | the actor's policy parameters at obs[t] |
 | initial_state | nest of [B, ...] | agent's | the recurrent state before obs[0] (`()` if none) |
 | policy_version | [B] | int64 | learner step whose weights produced this unroll |
 <!-- /generated -->
@@ -65,12 +65,14 @@ PER_COLUMN = "column"  # no time axis: once per column, the batch on axis 0
 # A field's trailing shape, after the batch.
 SCALAR = "scalar"  # none
 OBSERVATION = "observation"  # the env's observation shape
-NUM_ACTIONS = "num_actions"  # A: one entry per action
+NUM_ACTIONS = "num_actions"  # P: the policy's parameters (A logits for a categorical)
+ACTION = "action"  # the action space's shape: () for Discrete, (n,) for MultiDiscrete or Box
 AGENT_STATE = "agent state"  # a nest of the agent's own leaves, each [B, ...]
 
 # A dtype a field takes from elsewhere than the schema.
 OBSERVATION_DTYPE = "observation dtype"  # the env's
 AGENT_DTYPE = "agent dtype"  # the agent's leaves' own
+ACTION_DTYPE = "action dtype"  # int32 for discrete actions, float32 for continuous ones
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,9 +108,9 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec(
         "prev_actions",
         OBSERVATION_STEPS,
-        np.int32,
-        SCALAR,
-        "agent input: action just before obs[t] (0 at episode start)",
+        ACTION_DTYPE,
+        ACTION,
+        "agent input: the action before obs[t] (0 at a start)",
     ),
     FieldSpec(
         "prev_rewards",
@@ -118,7 +120,7 @@ FIELDS: tuple[FieldSpec, ...] = (
         "agent input: reward on reaching obs[t] (0 at episode start)",
     ),
     FieldSpec("first", OBSERVATION_STEPS, np.bool_, SCALAR, "obs[t] starts an episode"),
-    FieldSpec("actions", TRANSITION_STEPS, np.int32, SCALAR, "action taken at obs[t]"),
+    FieldSpec("actions", TRANSITION_STEPS, ACTION_DTYPE, ACTION, "action taken at obs[t]"),
     FieldSpec("rewards", TRANSITION_STEPS, np.float32, SCALAR, "raw reward of transition t -> t+1"),
     FieldSpec(
         "terminated",
@@ -146,7 +148,7 @@ FIELDS: tuple[FieldSpec, ...] = (
         TRANSITION_STEPS,
         np.float32,
         NUM_ACTIONS,
-        "the actor's policy logits at obs[t]",
+        "the actor's policy parameters at obs[t]",
     ),
     FieldSpec(
         "initial_state",
@@ -210,11 +212,11 @@ class EpisodeStats(NamedTuple):
 if Unroll._fields != tuple(field.name for field in FIELDS):
     raise RuntimeError(f"Unroll's fields {Unroll._fields} are not FIELDS' names, in order")
 
-# The time-major fields and their dtypes (None: the environment's observation
-# dtype), from `FIELDS`. Their batch is axis 1; `policy_version` and every
-# leaf of `initial_state` keep it on axis 0.
+# The time-major fields and their dtypes (None: the environment's observation dtype, or the
+# action's), from `FIELDS`. Their batch is axis 1; `policy_version` and every leaf of
+# `initial_state` keep it on axis 0.
 TIME_MAJOR_DTYPES: dict[str, Any] = {
-    field.name: None if field.dtype == OBSERVATION_DTYPE else field.dtype
+    field.name: None if field.dtype in (OBSERVATION_DTYPE, ACTION_DTYPE) else field.dtype
     for field in FIELDS
     if field.steps != PER_COLUMN
 }
@@ -223,18 +225,38 @@ TIME_MAJOR_DTYPES: dict[str, Any] = {
 @dataclasses.dataclass(frozen=True)
 class UnrollSpec:
     """The sizes that make `FIELDS` concrete for one run: `T`, the env's observation
-    shape and dtype, and `A`. Each array field's shape is `[steps, B, *trailing]`
-    (`[B, *trailing]` without a time axis). Nested observations or another action space
-    would change only this class: a spec per observation leaf, an action spec for `A`."""
+    shape and dtype, the policy's parameters `P` (`num_actions`: A logits for a
+    categorical, `impala_rep.distributions` in general) and the action's shape and dtype
+    (a `Discrete` space's by default). Each array field's shape is `[steps, B, *trailing]`
+    (`[B, *trailing]` without a time axis). Nested observations would change only this
+    class: a spec per observation leaf."""
 
     unroll_length: int
     observation_shape: tuple[int, ...]
     observation_dtype: Any
     num_actions: int
+    action_shape: tuple[int, ...] = ()
+    action_dtype: Any = np.int32
 
     def __post_init__(self):
         object.__setattr__(self, "observation_shape", tuple(int(d) for d in self.observation_shape))
         object.__setattr__(self, "observation_dtype", np.dtype(self.observation_dtype))
+        object.__setattr__(self, "action_shape", tuple(int(d) for d in self.action_shape))
+        object.__setattr__(self, "action_dtype", np.dtype(self.action_dtype))
+
+    @classmethod
+    def for_distribution(
+        cls, distribution, *, unroll_length: int, observation_shape, observation_dtype
+    ) -> UnrollSpec:
+        """The spec of an agent acting with `distribution` (`impala_rep.distributions`)."""
+        return cls(
+            unroll_length=unroll_length,
+            observation_shape=observation_shape,
+            observation_dtype=observation_dtype,
+            num_actions=distribution.num_params,
+            action_shape=distribution.action_shape,
+            action_dtype=distribution.action_dtype,
+        )
 
     def field_layout(self, field: FieldSpec, num_columns: int) -> tuple[tuple[int, ...], np.dtype]:
         """`field`'s shape and dtype in an unroll of `num_columns` columns (an array field)."""
@@ -247,8 +269,11 @@ class UnrollSpec:
             SCALAR: (),
             OBSERVATION: self.observation_shape,
             NUM_ACTIONS: (self.num_actions,),
+            ACTION: self.action_shape,
         }[field.trailing]
-        dtype = self.observation_dtype if field.dtype == OBSERVATION_DTYPE else field.dtype
+        dtype = {OBSERVATION_DTYPE: self.observation_dtype, ACTION_DTYPE: self.action_dtype}.get(
+            field.dtype, field.dtype
+        )
         return (*steps, num_columns, *trailing), np.dtype(dtype)
 
     def layout(self, num_columns: int) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
@@ -278,7 +303,7 @@ class UnrollSpec:
 
 def markdown_table() -> str:
     """`FIELDS` as the Markdown table of the module's docstring."""
-    shapes = {OBSERVATION: ", *obs", NUM_ACTIONS: ", A", SCALAR: ""}
+    shapes = {OBSERVATION: ", *obs", NUM_ACTIONS: ", P", ACTION: ", *act", SCALAR: ""}
     lines = ["| field | shape | dtype | meaning |", "|---|---|---|---|"]
     for field in FIELDS:
         if field.trailing == AGENT_STATE:
@@ -287,7 +312,9 @@ def markdown_table() -> str:
             shape = f"[B{shapes[field.trailing]}]"
         else:
             shape = f"[{field.steps}, B{shapes[field.trailing]}]"
-        dtype = {OBSERVATION_DTYPE: "env's", AGENT_DTYPE: "agent's"}.get(field.dtype)
+        dtype = {OBSERVATION_DTYPE: "env's", AGENT_DTYPE: "agent's", ACTION_DTYPE: "action's"}.get(
+            field.dtype
+        )
         if dtype is None:
             dtype = np.dtype(field.dtype).name
         lines.append(f"| {field.name} | {shape} | {dtype} | {field.meaning} |")

@@ -140,8 +140,10 @@ class UnrollQueue:
           ValueError: `unroll` has no columns or another unroll length.
         """
         shape = np.shape(unroll.actions)
-        if len(shape) != 2 or shape[1] < 1:
-            raise ValueError(f"unroll.actions must be [T, E] with E >= 1, got shape {shape}")
+        if len(shape) < 2 or shape[1] < 1:
+            raise ValueError(
+                f"unroll.actions must be [T, E, *action_shape] with E >= 1, got shape {shape}"
+            )
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             if self._unroll_length is None:

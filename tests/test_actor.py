@@ -282,8 +282,12 @@ def test_next_step_env_without_reset_mask_is_rejected():
 
 def test_agent_and_env_must_agree_on_actions():
     env = scripted_vector_env(AutoresetMode.SAME_STEP)
-    with pytest.raises(ValueError, match="agent has 2 actions, env has 3"):
+    with pytest.raises(ValueError) as error:
         Actor(env=env, agent=MLPAgent(num_actions=2), unroll_length=T, seed=0)
+    assert str(error.value) == (
+        "the agent acts with Categorical(2) (2 policy outputs); the env's action space "
+        "Discrete(3) needs Categorical(3)"
+    )
     env.close()
 
 

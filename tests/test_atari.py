@@ -6,6 +6,7 @@ from gymnasium.vector import AutoresetMode
 
 ale_py = pytest.importorskip("ale_py")
 
+from impala_rep.distributions import Categorical  # noqa: E402
 from impala_rep.envs import EnvSpec, describe_env, make_vector_env  # noqa: E402
 from impala_rep.envs.atari import atari_game, is_atari_id, make_atari_vector_env  # noqa: E402
 
@@ -61,6 +62,7 @@ def test_describe_env_pong():
         observation_shape=(84, 84, 4),
         observation_dtype=np.dtype(np.uint8),
         num_actions=6,
+        action_distribution=Categorical(6),
         frame_skip=4,
     )
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
 
+from impala_rep.distributions import Categorical
 from impala_rep.envs import EnvSpec, describe_env, make_vector_env
 
 
@@ -16,6 +17,7 @@ def test_describe_env_cartpole():
         observation_shape=(4,),
         observation_dtype=np.dtype(np.float32),
         num_actions=2,
+        action_distribution=Categorical(2),
         observation_bounds=spec.observation_bounds,
     )
     low, high = spec.observation_bounds  # as gymnasium declares them
@@ -52,9 +54,24 @@ def test_unknown_id_names_it_and_suggests_a_close_match():
 @pytest.mark.parametrize(
     "build", [describe_env, lambda env_id: make_vector_env(env_id, num_envs=2, seed=0)]
 )
-def test_box_action_space_is_rejected(build):
-    with pytest.raises(ValueError, match="'Pendulum-v1'.*only Discrete action spaces"):
-        build("Pendulum-v1")
+def test_an_action_space_no_policy_here_acts_in_is_refused_naming_what_is_allowed(build):
+    with pytest.raises(ValueError) as error:
+        build("action_spaces_env:UnboundedPendulum-v0")
+    message = str(error.value)
+    assert message.startswith("environment 'action_spaces_env:UnboundedPendulum-v0': action space")
+    assert "infinite bound; allowed: Discrete, MultiDiscrete, or a one-dimensional Box" in message
+
+
+def test_continuous_and_multi_discrete_actions_are_described_with_their_distribution():
+    from impala_rep.distributions import DiagGaussian, MultiCategorical
+
+    pendulum = describe_env("Pendulum-v1")
+    assert isinstance(pendulum.action_distribution, DiagGaussian)
+    assert pendulum.action_distribution.low.tolist() == [-2.0]
+    assert pendulum.num_actions == 2  # a mean and a log-std
+    multi = describe_env("action_spaces_env:MultiDiscreteCartPole-v0")
+    assert isinstance(multi.action_distribution, MultiCategorical)
+    assert multi.num_actions == 5 and multi.action_distribution.nvec == (2, 3)
 
 
 def test_num_envs_must_be_positive():

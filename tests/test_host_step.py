@@ -75,3 +75,82 @@ def test_weights_that_do_not_fit_the_agent_are_refused():
     with pytest.raises(ValueError, match=r"weight of shape \(5, 4\) where the agent has \(4, 4\)"):
         actor.set_weights([np.zeros((5, 4))] + [np.zeros(1)] * 5, version=3)
     assert actor.policy_version == 2
+
+
+def test_a_gaussian_mlps_host_step_is_its_compiled_step_and_its_twins_layout():
+    from impala_rep.distributions import DiagGaussian
+    from impala_rep.host_mlp import MLPHostAgent
+
+    rng = np.random.default_rng(1)
+    gaussian = DiagGaussian([-2.0, -1.0], [2.0, 1.0])
+    agent = MLPAgent(num_actions=4, hidden_sizes=(8,), action_distribution=gaussian)
+    agent.build([3])
+    weights = [rng.normal(size=w.shape).astype(np.float32) for w in agent.get_weights()]
+    assert weights[-1].shape == (2,)  # the log-stds, one per dimension, last
+    agent.set_weights(weights)
+    twin = MLPHostAgent(num_actions=4, hidden_sizes=(8,), action_distribution=gaussian)
+    assert twin.weight_shapes([3]) == [w.shape for w in weights]
+    observation = rng.normal(size=(16, 3)).astype(np.float32)
+    inputs = AgentInputs(
+        observation, np.zeros((16, 2), np.float32), np.zeros(16, np.float32), np.zeros(16, bool)
+    )
+    compiled, _ = tf.function(agent.step)(inputs, ())
+    host = twin.host_step(weights, inputs)
+    np.testing.assert_allclose(host.policy_logits, compiled.policy_logits, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(host.baseline, compiled.baseline, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(host.policy_logits[:, 2:], np.broadcast_to(weights[-1], (16, 2)))
+
+
+def test_an_mlp_refuses_a_distribution_of_other_size():
+    from impala_rep.distributions import DiagGaussian
+
+    with pytest.raises(ValueError, match="num_actions must be the distribution's 2 parameters"):
+        MLPAgent(num_actions=3, action_distribution=DiagGaussian([-1.0], [1.0]))
+
+
+def test_gaussian_actions_are_sampled_around_the_mean_and_clipped_for_the_env_only():
+    from impala_rep.distributions import DiagGaussian
+
+    env = make_vector_env("Pendulum-v1", num_envs=64, seed=0)
+    gaussian = DiagGaussian([-2.0], [2.0])
+    agent = MLPAgent(num_actions=2, hidden_sizes=(4,), action_distribution=gaussian)
+    actor = Actor(env=env, agent=agent, unroll_length=50, seed=0)
+    weights = [np.zeros_like(w) for w in agent.get_weights()]
+    weights[-4] = np.asarray([1.5], np.float32)  # the mean head's bias (then the baseline's two)
+    weights[-1] = np.asarray([np.log(0.5)], np.float32)  # std 0.5
+    actor.set_weights(weights, version=1)
+    unroll, _ = actor.unroll()
+    assert unroll.actions.dtype == np.float32 and unroll.actions.shape == (50, 64, 1)
+    assert unroll.prev_actions.shape == (51, 64, 1)
+    np.testing.assert_array_equal(unroll.prev_actions[1:], unroll.actions)  # no episode ends
+    np.testing.assert_allclose(
+        unroll.behaviour_logits, np.broadcast_to([1.5, np.log(0.5)], (50, 64, 2)), rtol=1e-6
+    )
+    # 3,200 draws of N(1.5, 0.5): the recorded (unclipped) actions keep their spread.
+    assert abs(unroll.actions.mean() - 1.5) < 0.05 and abs(unroll.actions.std() - 0.5) < 0.05
+    assert (unroll.actions > 2.0).mean() > 0.1  # beyond the bound: the env got 2.0 for them
+    greedy = Actor(
+        env=make_vector_env("Pendulum-v1", num_envs=4, seed=0),
+        agent=agent,
+        unroll_length=3,
+        seed=0,
+        greedy=True,
+    )
+    greedy.set_weights(weights, version=1)
+    np.testing.assert_array_equal(greedy.unroll()[0].actions, np.full((3, 4, 1), 1.5, np.float32))
+
+
+def test_multi_discrete_actions_are_one_categorical_sample_per_entry():
+    from impala_rep.distributions import MultiCategorical
+
+    env = make_vector_env("action_spaces_env:MultiDiscreteCartPole-v0", num_envs=64, seed=0)
+    agent = MLPAgent(num_actions=5, hidden_sizes=(4,), action_distribution=MultiCategorical([2, 3]))
+    actor = Actor(env=env, agent=agent, unroll_length=20, seed=0)
+    weights = [np.zeros_like(w) for w in agent.get_weights()]
+    weights[-3] = np.log(np.asarray([1, 3, 1, 1, 2], np.float32))  # P = (1/4, 3/4), (1/4, 1/4, 1/2)
+    actor.set_weights(weights, version=1)
+    unroll, _ = actor.unroll()
+    assert unroll.actions.dtype == np.int32 and unroll.actions.shape == (20, 64, 2)
+    first, second = unroll.actions[..., 0], unroll.actions[..., 1]  # 1,280 draws each
+    assert abs(first.mean() - 0.75) < 0.05
+    assert abs((second == 2).mean() - 0.5) < 0.05 and abs((second == 0).mean() - 0.25) < 0.05

@@ -10,6 +10,7 @@ from gymnasium.vector import AutoresetMode
 pytest.importorskip("minatar")
 
 from impala_rep.config import TrainConfig  # noqa: E402
+from impala_rep.distributions import Categorical
 from impala_rep.envs import EnvSpec, describe_env, make_vector_env  # noqa: E402
 from impala_rep.envs.minatar import register_minatar_envs  # noqa: E402
 
@@ -21,6 +22,7 @@ def test_describe_env_breakout():
         observation_shape=(10, 10, 4),
         observation_dtype=np.dtype(np.uint8),
         num_actions=3,
+        action_distribution=Categorical(3),
         frame_skip=1,
     )
 

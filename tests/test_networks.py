@@ -425,3 +425,39 @@ def test_learner_steps_with_an_mlp_lstm_agent():
     assert np.isfinite(metrics["loss"])
     moved = [not np.allclose(a, b) for a, b in zip(before, agent.get_weights())]
     assert all(moved), moved  # the LSTM's and the torso's weights among them
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "multi"])
+def test_an_lstm_over_the_mlp_acts_with_any_distribution_and_its_unroll_is_its_steps(kind):
+    from impala_rep.distributions import DiagGaussian, MultiCategorical
+
+    distribution = (
+        DiagGaussian([-1.0, -2.0], [1.0, 2.0]) if kind == "gaussian" else MultiCategorical([2, 3])
+    )
+    T, B = 4, 3
+    agent = NetworkAgent(
+        num_actions=distribution.num_params,
+        torso="mlp",
+        use_lstm=True,
+        lstm_size=6,
+        hidden_sizes=(8,),
+        action_distribution=distribution,
+    )
+    agent.build((VEC,))
+    rng = np.random.default_rng(0)
+    if kind == "gaussian":
+        prev_actions = rng.normal(size=(T, B, 2)).astype(np.float32)
+    else:
+        prev_actions = np.stack([rng.integers(0, n, size=(T, B)) for n in (2, 3)], -1)
+        prev_actions = prev_actions.astype(np.int32)
+    inputs = vector_inputs([T, B], seed=1)._replace(prev_action=prev_actions)
+    state = tuple(tf.constant(rng.normal(size=(B, 6)).astype(np.float32)) for _ in range(2))
+    out = assert_unroll_equals_steps(agent, inputs, state, agent.unroll)
+    assert out.policy_logits.shape == (T, B, distribution.num_params)
+    if kind == "gaussian":  # the log-stds: one free variable, the same in every state
+        assert agent.trainable_variables[-1].shape == (2,)
+        np.testing.assert_array_equal(out.policy_logits[..., 2:], np.zeros((T, B, 2)))
+    # The previous action reaches the core: another one changes the outputs.
+    other = inputs._replace(prev_action=np.roll(prev_actions, 1, axis=1))
+    changed, _ = agent.unroll(other, state)
+    assert not np.allclose(changed.baseline, out.baseline)

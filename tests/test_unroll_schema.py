@@ -37,11 +37,11 @@ def test_the_layout_is_what_it_was():
         "policy_version": ((2,), np.int64),
     }
     assert TIME_MAJOR_DTYPES == {
-        "observations": None,
-        "prev_actions": np.int32,
+        "observations": None,  # the env's
+        "prev_actions": None,  # the action's
         "prev_rewards": np.float32,
         "first": np.bool_,
-        "actions": np.int32,
+        "actions": None,
         "rewards": np.float32,
         "terminated": np.bool_,
         "truncated": np.bool_,
@@ -49,6 +49,28 @@ def test_the_layout_is_what_it_was():
         "behaviour_logits": np.float32,
     }
     assert Unroll._fields == tuple(field.name for field in FIELDS)
+
+
+def test_actions_take_the_distributions_shape_and_dtype():
+    from impala_rep.distributions import DiagGaussian, MultiCategorical
+
+    gaussian = UnrollSpec.for_distribution(
+        DiagGaussian([-1.0, -2.0, 0.0], [1.0, 2.0, 1.0]),
+        unroll_length=3,
+        observation_shape=(4,),
+        observation_dtype=np.float32,
+    ).layout(2)
+    assert gaussian["actions"] == ((3, 2, 3), np.float32)
+    assert gaussian["prev_actions"] == ((4, 2, 3), np.float32)
+    assert gaussian["behaviour_logits"] == ((3, 2, 6), np.float32)  # means, then log-stds
+    multi = UnrollSpec.for_distribution(
+        MultiCategorical([2, 3]),
+        unroll_length=3,
+        observation_shape=(4,),
+        observation_dtype=np.uint8,
+    ).layout(2)
+    assert multi["actions"] == ((3, 2, 2), np.int32)
+    assert multi["behaviour_logits"] == ((3, 2, 5), np.float32)
 
 
 def test_the_docstring_table_is_the_schemas():

@@ -28,10 +28,15 @@ __all__ = [
 
 
 def default_agent_factory(
-    agent: AgentConfig, observation_shape, num_actions: int, observation_normalization=None
+    agent: AgentConfig,
+    observation_shape,
+    num_actions: int,
+    observation_normalization=None,
+    action_distribution=None,
 ) -> Callable[[], Any]:
     """A picklable factory for the configured built-in agent (each process builds its own copy);
-    the MLP standardises its inputs with `observation_normalization` ((mean, std) or None)."""
+    the MLP standardises its inputs with `observation_normalization` ((mean, std) or None);
+    it acts with `action_distribution` (None: a softmax over `num_actions`)."""
     from impala_rep.agent_factory import make_agent
 
     return make_agent(
@@ -41,6 +46,7 @@ def default_agent_factory(
         use_lstm=agent.use_lstm,
         hidden_sizes=tuple(agent.hidden_sizes),
         observation_normalization=observation_normalization,
+        action_distribution=action_distribution,
     )
 
 
@@ -62,6 +68,7 @@ def agent_factory_for(
         loss=None,
         observation_shape=env_spec.observation_shape,
         num_actions=env_spec.num_actions,
+        action_distribution=env_spec.action_distribution,
     )
     factory = factory if factory is not None else builtin_agent_factory(config, env_spec)
     return with_extensions(config, env_spec, agent_factory=factory, loss=None)[0]
@@ -94,6 +101,7 @@ def builtin_agent_factory(config: TrainConfig, env_spec) -> Callable[[], Any]:
         env_spec.observation_shape,
         env_spec.num_actions,
         _observation_normalization(config, env_spec),
+        env_spec.action_distribution,
     )
 
 

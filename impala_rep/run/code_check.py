@@ -41,6 +41,7 @@ def check_user_code(
     observation_dtype: Any,
     num_actions: int,
     config: LossConfig,
+    action_distribution: Any = None,
 ) -> None:
     """ValueError (one line, naming the agent or the loss and its contract) unless the agent
     builds and unrolls and the loss (None: the IMPALA loss) returns a `LossOutput` on a
@@ -61,7 +62,7 @@ def check_user_code(
             f"(it has no {', '.join(missing)}); expected {CODE_SPEC_FORMS['agent']} "
             "returning an impala_rep.Agent (docs/guide/custom-agents.md)"
         )
-    batch = _synthetic_batch(observation_shape, observation_dtype, num_actions)
+    batch = _synthetic_batch(observation_shape, observation_dtype, num_actions, action_distribution)
     try:
         agent.build(tuple(observation_shape))
         state = agent.initial_state(1)
@@ -88,15 +89,30 @@ def check_user_code(
 
 
 def _synthetic_batch(
-    observation_shape, observation_dtype, num_actions: int, T: int = 2, B: int = 1
+    observation_shape,
+    observation_dtype,
+    num_actions: int,
+    action_distribution: Any = None,
+    T: int = 2,
+    B: int = 1,
 ) -> dict[str, np.ndarray]:
-    """The device batch's time-major fields, zeros, laid out as `impala_rep.unroll.FIELDS`."""
-    return UnrollSpec(
-        unroll_length=T,
-        observation_shape=observation_shape,
-        observation_dtype=observation_dtype,
-        num_actions=num_actions,
-    ).zeros(B)
+    """The device batch's time-major fields, zeros, laid out as `impala_rep.unroll.FIELDS`
+    for actions of `action_distribution` (None: `num_actions` discrete ones)."""
+    if action_distribution is None:
+        spec = UnrollSpec(
+            unroll_length=T,
+            observation_shape=observation_shape,
+            observation_dtype=observation_dtype,
+            num_actions=num_actions,
+        )
+    else:
+        spec = UnrollSpec.for_distribution(
+            action_distribution,
+            unroll_length=T,
+            observation_shape=observation_shape,
+            observation_dtype=observation_dtype,
+        )
+    return spec.zeros(B)
 
 
 def _inputs(batch):

@@ -92,6 +92,7 @@ def prepare(
             loss=loss,
             observation_shape=env_spec.observation_shape,
             num_actions=env_spec.num_actions,
+            action_distribution=env_spec.action_distribution,
         )
         users_agent = agent_factory is not None
         if agent_factory is None:  # e.g. a network that does not fit the observation
@@ -120,6 +121,7 @@ def prepare(
                 observation_dtype=env_spec.observation_dtype,
                 num_actions=env_spec.num_actions,
                 config=config.loss,
+                action_distribution=env_spec.action_distribution,
             )
         agent_factory, loss = with_extensions(
             config, env_spec, agent_factory=agent_factory, loss=loss

@@ -171,26 +171,43 @@ def load(spec: str, *, what: str) -> Callable[..., Any]:
 
 
 def agent_builder(
-    spec: str, *, observation_shape: Sequence[int], num_actions: int
+    spec: str,
+    *,
+    observation_shape: Sequence[int],
+    num_actions: int,
+    action_distribution: Any = None,
 ) -> Callable[[], Any]:
     """The zero-argument agent builder `train` wants, from an `--agent module:factory` spec.
 
-    The factory is called as `factory(observation_shape=(...), num_actions=A)` and
+    The factory is called as `factory(observation_shape=(...), num_actions=P)` and
     returns a new, unbuilt `Agent`; the learner and every actor process call it once.
-    Its signature is checked here (nothing is built in the driver).
+    A factory that also takes `action_distribution` is given the env's
+    (`impala_rep.distributions`; `num_actions` is then its `num_params`), which an agent
+    acting in a `Box` or `MultiDiscrete` space names as its own. Its signature is checked
+    here (nothing is built in the driver).
     """
     factory = load(spec, what="agent")
-    shape, actions = tuple(int(d) for d in observation_shape), int(num_actions)
+    given = {
+        "observation_shape": tuple(int(d) for d in observation_shape),
+        "num_actions": int(num_actions),
+    }
     try:
-        inspect.signature(factory).bind(observation_shape=shape, num_actions=actions)
+        signature = inspect.signature(factory)
+    except ValueError:  # no signature to inspect (some builtins): let the call decide
+        return functools.partial(factory, **given)
+    try:
+        signature.bind(**given)
     except TypeError:
         raise ValueError(
             f"bad agent {spec!r}: the factory must accept the keyword arguments "
             "observation_shape and num_actions"
         ) from None
-    except ValueError:  # no signature to inspect (some builtins): let the call decide
+    try:
+        signature.bind(**given, action_distribution=action_distribution)
+        given["action_distribution"] = action_distribution
+    except TypeError:  # a factory for discrete actions only
         pass
-    return functools.partial(factory, observation_shape=shape, num_actions=actions)
+    return functools.partial(factory, **given)
 
 
 def resolve_agent_and_loss(
@@ -201,13 +218,17 @@ def resolve_agent_and_loss(
     loss: Callable[..., Any] | None,
     observation_shape: Sequence[int],
     num_actions: int,
+    action_distribution: Any = None,
 ):
     """`(agent builder or None, loss function or None)` from specs or objects, not both."""
     if agent_spec is not None:
         if agent is not None:
             raise ValueError(f"bad agent {agent_spec!r}: train() also got agent=; give one of them")
         agent = agent_builder(
-            agent_spec, observation_shape=observation_shape, num_actions=num_actions
+            agent_spec,
+            observation_shape=observation_shape,
+            num_actions=num_actions,
+            action_distribution=action_distribution,
         )
     if loss_spec is not None:
         if loss is not None:
