@@ -75,6 +75,9 @@ TASKS = {
     "frozenlake8x8": Task("FrozenLake8x8-v1", 1_000_000, 0.85),
     "cliffwalking-slippery": Task("CliffWalkingSlippery-v1", 1_000_000, -75.0),
     "minatar-breakout": Task("MinAtar/Breakout-v1", 3_000_000, 10.0),
+    # Continuous control (a Gaussian policy). Pendulum has no registered threshold: -250 is
+    # the goal issue "Any gymnasium task" set, within 500k frames.
+    "pendulum": Task("Pendulum-v1", 500_000, -250.0),
     "pong": Task("PongNoFrameskip-v4", 20_000_000, 18.0, ("--preset", "atari")),
 }
 DEFAULT_TASKS = ("cartpole", "acrobot", "mountaincar", "minatar-breakout")
