@@ -98,21 +98,14 @@ def _synthetic_batch(
 ) -> dict[str, np.ndarray]:
     """The device batch's time-major fields, zeros, laid out as `impala_rep.unroll.FIELDS`
     for actions of `action_distribution` (None: `num_actions` discrete ones)."""
-    if action_distribution is None:
-        spec = UnrollSpec(
-            unroll_length=T,
-            observation_shape=observation_shape,
-            observation_dtype=observation_dtype,
-            num_actions=num_actions,
-        )
-    else:
-        spec = UnrollSpec.for_distribution(
-            action_distribution,
-            unroll_length=T,
-            observation_shape=observation_shape,
-            observation_dtype=observation_dtype,
-        )
-    return spec.zeros(B)
+    from impala_rep.distributions import Categorical
+
+    return UnrollSpec.for_distribution(
+        action_distribution or Categorical(num_actions),
+        unroll_length=T,
+        observation_shape=observation_shape,
+        observation_dtype=observation_dtype,
+    ).zeros(B)
 
 
 def _inputs(batch):
