@@ -39,6 +39,7 @@ def build_actor(
         sticky_actions=env.sticky_actions,
         episodic_life=env.episodic_life,
         max_episode_steps=env.max_episode_steps,
+        observation_keys=env.observation_keys,
     )
     agent = acting_agent(agent_factory) or agent_factory()
     return Actor(

@@ -28,6 +28,11 @@ SAME_STEP vector env:
   are flattened in each sub-env by gymnasium's `FlattenObservation`: one-hot
   codes, concatenated, as SB3 feeds them to an MLP. All-discrete observations
   become uint8 (0/1), mixed ones float32.
+* Dict observations keep the keys `observation_keys` names (all by default). One
+  kept key gives that part alone (MiniGrid's `image` goes to a CNN as any image
+  would); several are flattened as above, images among them, as rl-baselines3-zoo
+  feeds MiniGrid to an MLP. A part no network here takes (MiniGrid's `Text`
+  mission) is refused, naming the key and the flag that leaves it out.
 * Everything else is a `SyncVectorEnv(autoreset_mode=SAME_STEP)`, which steps
   its sub-envs one by one in Python: for a cheap env such as CartPole that costs
   more than the actor's policy call; scale with more actors if the env is the
@@ -54,7 +59,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import importlib.util
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium
@@ -94,15 +101,20 @@ class EnvSpec:
     observation_bounds: tuple[tuple[float, ...], tuple[float, ...]] | None = None
 
 
-def describe_env(env_id: str) -> EnvSpec:
+def describe_env(env_id: str, *, observation_keys: tuple[str, ...] | None = None) -> EnvSpec:
     """Builds one `env_id` environment, reads its spaces and closes it.
+
+    `observation_keys`: the keys of a Dict observation to keep (see "Observations" in the
+    module docstring); None keeps them all.
 
     Raises a one-line ValueError for unknown ids, ids whose package is missing
     (Atari without `ale_py`, MinAtar without `minatar`, gymnasium's optional
-    dependencies such as Box2D), non-Discrete action spaces and observations
-    the actors and networks cannot take.
+    dependencies such as Box2D), action spaces no policy here can act in, observations
+    the actors and networks cannot take, and `observation_keys` that are not there.
     """
     _check_env_id(env_id)
+    if observation_keys is not None and _has_own_pipeline(env_id):
+        raise ValueError(_not_a_dict(env_id, observation_keys, "Box"))
     if atari.is_atari_id(env_id):
         # One sub-env, for its spaces: [84, 84, 4] uint8 and the minimal action set.
         env = atari.make_atari_vector_env(env_id, num_envs=1, seed=0)
@@ -135,6 +147,7 @@ def describe_env(env_id: str) -> EnvSpec:
         ) from None
     try:
         actions = _actions(env_id, env.action_space)
+        env = _kept_observations(env, env_id=env_id, observation_keys=observation_keys)
         one_hot = _is_flattened(env.observation_space) and _all_discrete(env.observation_space)
         env = _flattened_if_needed(env)
         _check_observation_space(env_id, env.observation_space)
@@ -186,9 +199,68 @@ def _flattens_to_a_vector(space: gymnasium.Space) -> bool:
     if parts is not None:
         return len(parts) > 0 and all(_flattens_to_a_vector(part) for part in parts)
     if isinstance(space, gymnasium.spaces.Box):
-        return len(space.shape) == 1
+        # An image among other parts is flattened with them, as rl-baselines3-zoo feeds
+        # MiniGrid's to an MLP; an image alone (a Box, or one key kept) goes to a CNN.
+        return _is_numeric(space)
     # Text, Sequence, Graph, OneOf: no fixed-size vector an MLP could take.
     return isinstance(space, _DISCRETE)
+
+
+def _is_numeric(space: gymnasium.spaces.Box) -> bool:
+    return np.issubdtype(space.dtype, np.number) or space.dtype == np.bool_
+
+
+def _kept_observations(
+    env: gymnasium.Env, *, env_id: str, observation_keys: tuple[str, ...] | None
+) -> gymnasium.Env:
+    """`env` with only the `observation_keys` of its Dict observations (the part itself when
+    one key is kept); ValueError naming a key that is not there, a part no network here can
+    take and the flag that leaves it out, or keys given for observations that are no Dict."""
+    space = env.observation_space
+    if observation_keys is None:
+        if isinstance(space, gymnasium.spaces.Dict):
+            for key, part in space.spaces.items():
+                if not _flattens_to_a_vector(part):
+                    raise ValueError(
+                        f"environment {env_id!r}: observation key {key!r} is a "
+                        f"{type(part).__name__} space, which no network here takes; keep the "
+                        f"others with --observation-keys (its keys: {', '.join(space.spaces)})"
+                    )
+        return env
+    if not isinstance(space, gymnasium.spaces.Dict):
+        raise ValueError(_not_a_dict(env_id, observation_keys, type(space).__name__))
+    missing = [key for key in observation_keys if key not in space.spaces]
+    if missing:
+        raise ValueError(
+            f"bad observation_keys {','.join(observation_keys)!r}: environment {env_id!r} has "
+            f"no observation key {missing[0]!r}; its keys: {', '.join(space.spaces)}"
+        )
+    kept = gymnasium.wrappers.FilterObservation(env, list(observation_keys))
+    for key in observation_keys:
+        if not _flattens_to_a_vector(space.spaces[key]):
+            raise ValueError(
+                f"bad observation_keys {','.join(observation_keys)!r}: environment {env_id!r}'s "
+                f"observation key {key!r} is a {type(space.spaces[key]).__name__} space, which "
+                "no network here takes"
+            )
+    if len(observation_keys) == 1:
+        (key,) = observation_keys
+        return gymnasium.wrappers.TransformObservation(
+            kept, lambda obs: obs[key], space.spaces[key]
+        )
+    return kept
+
+
+def _has_own_pipeline(env_id: str) -> bool:
+    """Atari and MinAtar ids: image observations of their own making."""
+    return atari.is_atari_id(env_id) or minatar.is_minatar_id(env_id)
+
+
+def _not_a_dict(env_id: str, observation_keys: tuple[str, ...], kind: str) -> str:
+    return (
+        f"bad observation_keys {','.join(observation_keys)!r}: they select parts of Dict "
+        f"observations, and environment {env_id!r} has {kind} observations; leave them out"
+    )
 
 
 def _all_discrete(space: gymnasium.Space) -> bool:
@@ -216,6 +288,16 @@ def _flatten_observations(env: gymnasium.Env) -> gymnasium.Env:
 
 def _flattened_if_needed(env: gymnasium.Env) -> gymnasium.Env:
     return _flatten_observations(env) if _is_flattened(env.observation_space) else env
+
+
+def _agent_observations(
+    env: gymnasium.Env, *, env_id: str, observation_keys: tuple[str, ...] | None
+) -> gymnasium.Env:
+    """`env` with its observations as the agent takes them: the kept keys, flattened where
+    they need it (see the module docstring)."""
+    return _flattened_if_needed(
+        _kept_observations(env, env_id=env_id, observation_keys=observation_keys)
+    )
 
 
 def _check_observation_space(env_id: str, space: gymnasium.Space) -> None:
@@ -248,11 +330,13 @@ def make_vector_env(
     sticky_actions: float | None = None,
     episodic_life: bool = False,
     max_episode_steps: int | None = None,
+    observation_keys: tuple[str, ...] | None = None,
 ) -> gymnasium.vector.VectorEnv:
     """A SAME_STEP-autoreset vector env of `num_envs` copies of `env_id`, seeded.
 
     `sticky_actions`, `episodic_life` and `max_episode_steps`: see "Env options" in
     the module docstring; ValueError (from `check_env_options`) where they do not apply.
+    `observation_keys`: as `describe_env` takes them.
 
     Observations come batched `[num_envs, *obs_shape]`; actions are `[num_envs]`
     integers. The env is already reset with `reset(seed=seed)` (sync envs seed
@@ -270,6 +354,8 @@ def make_vector_env(
         max_episode_steps=max_episode_steps,
     )
     _check_env_id(env_id)
+    if observation_keys is not None and _has_own_pipeline(env_id):
+        raise ValueError(_not_a_dict(env_id, observation_keys, "Box"))
     if atari.is_atari_id(env_id):
         # Already reset with `seed` (sub-env i gets seed + i).
         return atari.make_atari_vector_env(
@@ -287,7 +373,13 @@ def make_vector_env(
     # gymnasium.make_vec does not take the "module:EnvId" form; the module is
     # imported by now (_check_env_id), so the bare id is registered.
     env = _make_same_step_vector_env(
-        env_id.split(":", 1)[-1], num_envs=num_envs, max_episode_steps=max_episode_steps
+        env_id.split(":", 1)[-1],
+        num_envs=num_envs,
+        max_episode_steps=max_episode_steps,
+        observations=functools.partial(
+            _agent_observations, env_id=env_id, observation_keys=observation_keys
+        ),
+        keeps_keys=observation_keys is not None,
     )
     try:
         _actions(env_id, env.single_action_space)
@@ -333,31 +425,41 @@ def check_env_options(
 
 
 def _make_same_step_vector_env(
-    env_id: str, *, num_envs: int, max_episode_steps: int | None
+    env_id: str,
+    *,
+    num_envs: int,
+    max_episode_steps: int | None,
+    observations: Callable[[gymnasium.Env], gymnasium.Env],
+    keeps_keys: bool,
 ) -> gymnasium.vector.VectorEnv:
     # Why CartPole-v1 has its own class and not always the vector entry point:
     # see the module docstring.
     if env_id == "CartPole-v1":
         limit = max_episode_steps or gymnasium.spec(env_id).max_episode_steps
         return CartPoleSameStepVectorEnv(num_envs=num_envs, max_episode_steps=limit)
-    # A vector entry point takes its own kwargs, not gymnasium.make's time limit: with one
-    # given, the sub-envs are made one by one below.
-    if gymnasium.spec(env_id).vector_entry_point is not None and max_episode_steps is None:
+    # A vector entry point takes its own kwargs, not gymnasium.make's time limit nor a choice
+    # of observation keys: with either given, the sub-envs are made one by one below.
+    if (
+        gymnasium.spec(env_id).vector_entry_point is not None
+        and max_episode_steps is None
+        and not keeps_keys
+    ):
         env = gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point")
-        if env.metadata.get("autoreset_mode") == AutoresetMode.SAME_STEP and not _is_flattened(
-            env.single_observation_space
+        if env.metadata.get("autoreset_mode") == AutoresetMode.SAME_STEP and isinstance(
+            env.single_observation_space, gymnasium.spaces.Box
         ):
             return env
         env.close()
-    # Each sub-env flattens its own observations where they need it, so SAME_STEP's
-    # `info["final_obs"]` (a truncated episode's last observation) is flattened too.
+    # Each sub-env keeps and flattens its own observations where they need it, so
+    # SAME_STEP's `info["final_obs"]` (a truncated episode's last observation) is as the
+    # agent takes it too.
     limit = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
     return gymnasium.make_vec(
         env_id,
         num_envs=num_envs,
         vectorization_mode="sync",
         vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
-        wrappers=[_flattened_if_needed],
+        wrappers=[observations],
         **limit,
     )
 

@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         parser.error(str(err))
     # --8<-- [start:train]
-    spec = describe_env(config.env.id)
+    spec = describe_env(config.env.id, observation_keys=config.env.observation_keys)
     # Both are pickled to the learner and actor processes. Defined in this script
     # (__main__), cloudpickle sends them by value: the workers need not import it.
     agent = functools.partial(

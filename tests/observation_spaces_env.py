@@ -3,7 +3,10 @@
 - `observation_spaces_env:TextObservation-v0`: Text observations, a space with no fixed-size
   vector form, which the factory must refuse;
 - `observation_spaces_env:MixedObservation-v0`: a Dict of CartPole's Box ("state") and a
-  MultiDiscrete step counter ("phase": the step number mod 2 and mod 3), which it flattens.
+  MultiDiscrete step counter ("phase": the step number mod 2 and mod 3), which it flattens;
+- `observation_spaces_env:GridObservation-v0`: MiniGrid's layout on CartPole: a Dict of an
+  image ("image": [5, 5, 3] uint8, every cell the step number mod 11), a Discrete(4)
+  ("direction": the step number mod 4) and a Text ("mission"), which needs keys kept.
 """
 
 import gymnasium
@@ -41,5 +44,33 @@ class MixedObservation(gymnasium.Wrapper):
         return self._observation(state), reward, terminated, truncated, info
 
 
+class GridObservation(gymnasium.Wrapper):
+    def __init__(self):
+        super().__init__(gymnasium.make("CartPole-v1"))
+        self.observation_space = gymnasium.spaces.Dict(
+            {
+                "image": gymnasium.spaces.Box(0, 255, (5, 5, 3), np.uint8),
+                "direction": gymnasium.spaces.Discrete(4),
+                "mission": gymnasium.spaces.Text(max_length=16),
+            }
+        )
+        self._steps = 0
+
+    def _observation(self):
+        image = np.full((5, 5, 3), self._steps % 11, np.uint8)
+        return {"image": image, "direction": self._steps % 4, "mission": "balancethepole"}
+
+    def reset(self, **kwargs):
+        self._steps = 0
+        _, info = self.env.reset(**kwargs)
+        return self._observation(), info
+
+    def step(self, action):
+        self._steps += 1
+        _, reward, terminated, truncated, info = self.env.step(action)
+        return self._observation(), reward, terminated, truncated, info
+
+
 gymnasium.register(id="TextObservation-v0", entry_point=TextObservation)
+gymnasium.register(id="GridObservation-v0", entry_point=GridObservation)
 gymnasium.register(id="MixedObservation-v0", entry_point=MixedObservation)

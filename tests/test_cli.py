@@ -513,11 +513,16 @@ def test_locked_keys_are_the_env_and_the_whole_agent_group():
     from impala_rep.config import config_fields
     from impala_rep.run.resume import LOCKED_KEYS
 
-    assert set(LOCKED_KEYS) == {"env", "normalize_rewards", "popart", "optimizer"} | {
-        f.key for f in config_fields() if f.group == "agent"
-    }
     assert set(LOCKED_KEYS) == {
         "env",
+        "observation_keys",
+        "normalize_rewards",
+        "popart",
+        "optimizer",
+    } | {f.key for f in config_fields() if f.group == "agent"}
+    assert set(LOCKED_KEYS) == {
+        "env",
+        "observation_keys",
         "network",
         "use_lstm",
         "hidden_sizes",

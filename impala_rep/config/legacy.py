@@ -60,6 +60,5 @@ def flat_keys_of(data: Mapping[str, Any], fields: Iterable[ConfigField]) -> dict
     if unknown:
         raise ValueError(f"unknown config fields {', '.join(unknown)}")
     flat = {**{key: value for key, value in BEFORE_THE_FIELD.items() if key not in flat}, **flat}
-    if "hidden_sizes" in flat:  # JSON has lists, the config tuples
-        flat["hidden_sizes"] = tuple(flat["hidden_sizes"])
-    return flat
+    # JSON has lists, the config tuples (hidden_sizes, observation_keys).
+    return {key: tuple(v) if isinstance(v, list) else v for key, v in flat.items()}

@@ -93,10 +93,31 @@ class EnvConfig:
         "MinAtar ids",
         metavar="STEPS",
     )
+    observation_keys: tuple[str, ...] | None = _field(
+        None,
+        "Dict observations: the keys to keep, e.g. image,direction for MiniGrid (its mission "
+        "string cannot be fed to a network); none keeps every key. One kept part goes to the "
+        "network as it is (an image to a CNN); several are flattened and joined into one "
+        "vector, discrete parts as one-hot codes",
+        metavar="KEYS",
+    )
 
     def __post_init__(self):
         require(
             isinstance(self.id, str) and bool(self.id), "env", self.id, "must be a gymnasium id"
+        )
+        keys = self.observation_keys
+        require(
+            keys is None
+            or (
+                isinstance(keys, tuple)
+                and len(keys) >= 1
+                and all(isinstance(k, str) and k for k in keys)
+                and len(set(keys)) == len(keys)
+            ),
+            "observation_keys",
+            keys,
+            "must be distinct non-empty keys such as ('image', 'direction'), or None for all",
         )
         sticky = self.sticky_actions
         require(

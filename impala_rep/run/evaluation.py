@@ -151,7 +151,7 @@ def evaluate_run(
             sticky_actions=config.env.sticky_actions,
             max_episode_steps=config.env.max_episode_steps,
         )
-        env_spec = describe_env(config.env.id)
+        env_spec = describe_env(config.env.id, observation_keys=config.env.observation_keys)
         factory = agent_factory_for(config, env_spec, agent=agent)
     except ValueError as err:
         raise EvaluationSetupError(str(err)) from None
@@ -168,6 +168,7 @@ def evaluate_run(
         seed=seed,
         sticky_actions=config.env.sticky_actions,
         max_episode_steps=config.env.max_episode_steps,
+        observation_keys=config.env.observation_keys,
     )
     try:
         built = factory()

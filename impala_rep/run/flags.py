@@ -9,8 +9,8 @@ config's groups), and a setting left to auto says how it resolves
 (`impala_rep.config.auto`).
 
 The parsers read the text: `int`, `float`, `str`, `bool` (a switch, `--x` or `--no-x`),
-`tuple[int, ...]` as `64,64`, and `X | None` also as the word `none`. The
-dataclasses check the values (a bad one: `bad <key> <value>: ...`). A few
+`tuple[int, ...]` as `64,64`, `tuple[str, ...]` as `image,direction`, and `X | None` also
+as the word `none`. The dataclasses check the values (a bad one: `bad <key> <value>: ...`). A few
 ranges are checked here as well, for a message naming the flag: counts (every
 integer but those in `_INT_RANGES`, and layer sizes) are positive, and
 `_RANGES`; tests/test_cli_flags.py checks that each takes exactly what its field takes.
@@ -108,6 +108,11 @@ def _int_tuple(text: str) -> tuple[int, ...]:
 
 
 _INT_TUPLE = "comma-separated positive integers such as 64,64"
+_STR_TUPLE = "comma-separated names such as image,direction"
+
+
+def _str_tuple(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(","))
 
 
 def _accepted(key: str, kind: Any) -> tuple[str, Callable[[Any], bool]]:
@@ -120,6 +125,8 @@ def _accepted(key: str, kind: Any) -> tuple[str, Callable[[Any], bool]]:
         return "a string", lambda v: True
     if kind == tuple[int, ...]:
         return _INT_TUPLE, lambda v: all(map(_positive, v))
+    if kind == tuple[str, ...]:
+        return _STR_TUPLE, lambda v: all(v) and len(set(v)) == len(v)
     raise TypeError(f"config field {key!r} has type {kind!r}, which no flag parser reads")
 
 
@@ -134,7 +141,7 @@ def accepted_values(field: ConfigField) -> str:
 
 def _parser(key: str, kind: Any, optional: bool) -> Callable[[str], Any]:
     what, ok = _accepted(key, kind)
-    convert = {int: int, float: float, str: str}.get(kind, _int_tuple)
+    convert = {int: int, float: float, str: str, tuple[str, ...]: _str_tuple}.get(kind, _int_tuple)
     return _checked(convert, what, ok, optional=optional)
 
 

@@ -68,7 +68,7 @@ def prepare(
             episodic_life=config.env.episodic_life,
             max_episode_steps=config.env.max_episode_steps,
         )
-        env_spec = describe_env(config.env.id)
+        env_spec = describe_env(config.env.id, observation_keys=config.env.observation_keys)
         saved = check_resumable(config) if resume else None
         config = resolve_auto_settings(
             config,

@@ -24,12 +24,13 @@ from impala_rep.config import TrainConfig, config_fields
 
 __all__ = ["LOCKED_KEYS", "RESUME_RULES", "load_run_config", "resumed_config", "check_resumable"]
 
-# The env id, every field of the agent group (a field added there is locked too), and reward
-# scaling: its running moments are part of the checkpoint only when it is on, and the
-# values the agent learned are in its units; PopArt, whose head and statistics are in the
-# checkpoint only when it is on; the optimizer, whose slots the checkpoint holds.
+# The env id and the observation keys kept (the agent's input), every field of the agent
+# group (a field added there is locked too), and reward scaling: its running moments are
+# part of the checkpoint only when it is on, and the values the agent learned are in its
+# units; PopArt, whose head and statistics are in the checkpoint only when it is on; the
+# optimizer, whose slots the checkpoint holds.
 LOCKED_KEYS = (
-    ("env",)
+    ("env", "observation_keys")
     + tuple(field.key for field in config_fields() if field.group == "agent")
     + ("normalize_rewards", "popart", "optimizer")
 )

@@ -1,0 +1,147 @@
+"""Dict observations: the keys `--observation-keys` keeps, one part as it is or several
+flattened, and the refusals of a part no network takes and of keys that are not there."""
+
+import gymnasium
+import numpy as np
+import pytest
+from in_process_cli import refused_in_process
+
+from impala_rep.config import EnvConfig
+from impala_rep.envs import describe_env, make_vector_env
+
+# tests/observation_spaces_env.py: MiniGrid's layout on CartPole. "image" [5, 5, 3] uint8
+# (every cell the step number mod 11), "direction" Discrete(4) (the step number mod 4),
+# "mission" Text.
+GRID = "observation_spaces_env:GridObservation-v0"
+
+
+def _steps_seen(env_id, keys, steps=14):
+    """Sub-env 0's observations after reset and `steps` steps, each with the number of
+    steps into its episode (an episode's end resets the count: the observation returned
+    then is the next episode's first)."""
+    env = make_vector_env(env_id, num_envs=2, seed=5, observation_keys=keys)
+    try:
+        seen = [(env.reset()[0][0], 0)]
+        for _ in range(steps):
+            obs, _, terminated, truncated, _ = env.step(np.zeros(2, np.int64))
+            seen.append((obs[0], 0 if terminated[0] or truncated[0] else seen[-1][1] + 1))
+        return seen
+    finally:
+        env.close()
+
+
+def test_a_part_no_network_takes_is_refused_naming_the_key_and_the_flag():
+    with pytest.raises(ValueError) as error:
+        describe_env(GRID)
+    assert str(error.value) == (
+        f"environment {GRID!r}: observation key 'mission' is a Text space, which no network "
+        "here takes; keep the others with --observation-keys (its keys: direction, image, "
+        "mission)"
+    )
+
+
+def test_one_kept_key_is_that_part_as_it_is():
+    spec = describe_env(GRID, observation_keys=("image",))
+    assert spec.observation_shape == (5, 5, 3) and spec.observation_dtype == np.uint8
+    assert spec.observation_bounds is None  # an image: the CNN scales it
+    for obs, step in _steps_seen(GRID, ("image",)):
+        assert obs.dtype == np.uint8
+        np.testing.assert_array_equal(obs, np.full((5, 5, 3), step % 11))
+
+
+def test_several_kept_keys_are_flattened_in_key_order_discrete_ones_one_hot():
+    spec = describe_env(GRID, observation_keys=("image", "direction"))
+    # gymnasium orders a Dict's keys alphabetically: direction's one-hot code, then the image.
+    assert spec.observation_shape == (4 + 75,) and spec.observation_dtype == np.float32
+    low, high = spec.observation_bounds
+    assert (low[:4], high[:4]) == ((0.0,) * 4, (1.0,) * 4)
+    assert (low[4], high[4]) == (0.0, 255.0)
+    for obs, step in _steps_seen(GRID, ("image", "direction")):
+        expected = np.concatenate([np.eye(4)[step % 4], np.full(75, step % 11)])
+        np.testing.assert_array_equal(obs, expected)
+
+
+def test_a_truncated_episodes_last_observation_keeps_the_keys_too():
+    env = make_vector_env(
+        GRID, num_envs=1, seed=0, observation_keys=("image",), max_episode_steps=3
+    )
+    try:
+        env.reset()
+        for _ in range(3):
+            obs, _, terminated, truncated, info = env.step(np.zeros(1, np.int64))
+        assert truncated[0] and not terminated[0]
+        np.testing.assert_array_equal(info["final_obs"][0], np.full((5, 5, 3), 3))
+        np.testing.assert_array_equal(obs[0], np.zeros((5, 5, 3)))  # the next episode's first
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize(
+    "env_id, keys, message",
+    [
+        (
+            GRID,
+            ("image", "colour"),
+            f"bad observation_keys 'image,colour': environment {GRID!r} has no observation key "
+            "'colour'; its keys: direction, image, mission",
+        ),
+        (
+            GRID,
+            ("mission", "image"),
+            f"bad observation_keys 'mission,image': environment {GRID!r}'s observation key "
+            "'mission' is a Text space, which no network here takes",
+        ),
+        (
+            "CartPole-v1",
+            ("image",),
+            "bad observation_keys 'image': they select parts of Dict observations, and "
+            "environment 'CartPole-v1' has Box observations; leave them out",
+        ),
+    ],
+)
+def test_keys_that_cannot_be_kept_are_refused_in_one_line(env_id, keys, message):
+    with pytest.raises(ValueError) as error:
+        describe_env(env_id, observation_keys=keys)
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize("keys", [(), ("image", "image"), ("image", ""), "image", ("image", 3)])
+def test_the_config_takes_distinct_keys_only(keys):
+    with pytest.raises(ValueError, match="^bad observation_keys "):
+        EnvConfig(observation_keys=keys)
+
+
+@pytest.mark.parametrize(
+    "flag, message",
+    [
+        (
+            "image,colour",
+            f"bad observation_keys 'image,colour': environment {GRID!r} has no observation key",
+        ),
+        ("image,image", "argument --observation-keys: expected comma-separated names"),
+    ],
+)
+def test_the_command_refuses_bad_keys_before_anything_is_written(flag, message, tmp_path, capsys):
+    logdir = tmp_path / "run"
+    argv = ["train", "--env", GRID, "--observation-keys", flag, "--logdir", str(logdir)]
+    last = refused_in_process(argv, capsys)
+    assert last.startswith("impala-rep") and message in last, last
+    assert not logdir.exists()
+
+
+def test_the_kept_keys_are_what_gymnasium_keeps():
+    # The reference: gymnasium's own FilterObservation and FlattenObservation, by hand.
+    reference = gymnasium.wrappers.FlattenObservation(
+        gymnasium.wrappers.FilterObservation(
+            gymnasium.make(GRID.split(":")[1]), ["direction", "image"]
+        )
+    )
+    try:
+        obs, _ = reference.reset(seed=5)
+        assert (
+            reference.observation_space.shape
+            == describe_env(GRID, observation_keys=("direction", "image")).observation_shape
+        )
+        np.testing.assert_array_equal(obs, _steps_seen(GRID, ("direction", "image"))[0][0])
+    finally:
+        reference.close()
