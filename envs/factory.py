@@ -464,6 +464,10 @@ def _make_same_step_vector_env(
     )
 
 
+# The ids minigrid registers when imported (gymnasium does not know them before).
+_MINIGRID_PREFIXES = ("MiniGrid-", "BabyAI-")
+
+
 def _check_env_id(env_id: str) -> None:
     """Raises a one-line ValueError unless `env_id` can be built here."""
     if _needs_ale_py(env_id):
@@ -482,6 +486,13 @@ def _check_env_id(env_id: str) -> None:
                 "install the minatar extra: pip install -e '.[minatar]'"
             )
         minatar.register_minatar_envs()  # registers the MinAtar/... ids
+    if env_id.startswith(_MINIGRID_PREFIXES):
+        if importlib.util.find_spec("minigrid") is None:
+            raise ValueError(
+                f"environment id {env_id!r} needs minigrid: "
+                "install the minigrid extra: pip install -e '.[minigrid]'"
+            )
+        import minigrid  # noqa: F401  (importing it registers the MiniGrid-... and BabyAI-... ids)
     registered_id = env_id
     if ":" in env_id:
         # gymnasium's "module:EnvId" form: importing the module registers the id
@@ -493,7 +504,17 @@ def _check_env_id(env_id: str) -> None:
             raise ValueError(
                 f"environment id {env_id!r}: cannot import module {module!r} ({err})"
             ) from None
-    if registered_id not in gymnasium.envs.registry:
+    registered = gymnasium.envs.registry.get(registered_id)
+    if (
+        registered is not None
+        and str(registered.entry_point).startswith("gymnasium.envs.mujoco")
+        and importlib.util.find_spec("mujoco") is None
+    ):
+        raise ValueError(
+            f"environment id {env_id!r} needs mujoco: "
+            "install the mujoco extra: pip install -e '.[mujoco]'"
+        )
+    if registered is None:
         close = difflib.get_close_matches(registered_id, list(gymnasium.envs.registry), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ValueError(f"unknown environment id {env_id!r}: not registered with gymnasium{hint}")

@@ -145,3 +145,27 @@ def test_the_kept_keys_are_what_gymnasium_keeps():
         np.testing.assert_array_equal(obs, _steps_seen(GRID, ("direction", "image"))[0][0])
     finally:
         reference.close()
+
+
+def test_minigrid_needs_its_mission_left_out_and_gives_its_image_to_the_cnn():
+    env_id = "MiniGrid-DoorKey-5x5-v0"
+    with pytest.raises(ValueError) as error:
+        describe_env(env_id)
+    assert str(error.value).startswith(f"environment {env_id!r}: observation key 'mission' is a ")
+    assert str(error.value).endswith("(its keys: direction, image, mission)")
+    spec = describe_env(env_id, observation_keys=("image",))
+    assert (spec.observation_shape, spec.observation_dtype) == ((7, 7, 3), np.uint8)
+    env = make_vector_env(env_id, num_envs=2, seed=0, observation_keys=("image",))
+    try:
+        obs, _ = env.reset()
+    finally:
+        env.close()
+    reference = gymnasium.make(env_id)
+    try:
+        # Sub-env 0 is reset with the seed itself when built; a plain reset follows on.
+        reference.reset(seed=0)
+        image = reference.reset()[0]["image"]
+    finally:
+        reference.close()
+    assert obs.shape == (2, 7, 7, 3)
+    np.testing.assert_array_equal(obs[0], image)
