@@ -22,16 +22,19 @@ def build_actor(
     agent_factory: Callable[[], Any],
     seed: int,
     return_discount: float | None = None,
+    env_registration: Any = None,
 ):
     """An `Actor` stepping `actors.envs_per_actor` copies of `env`, seeded with `seed`;
-    `return_discount` as `Actor` takes it (`impala_rep.extensions.actor_return_discount`).
+    `return_discount` as `Actor` takes it (`impala_rep.extensions.actor_return_discount`);
+    `env_registration` registers a user's env id first (`impala_rep.run.user_code.load_env`).
 
     It acts with the agent's TensorFlow-free twin where it has one (`acting_agent`), so
     it has no weights until `set_weights`; else it builds the agent."""
     from impala_rep.actors.actor import Actor
     from impala_rep.agent_factory import acting_agent
-    from impala_rep.envs.factory import make_vector_env
+    from impala_rep.envs.factory import make_vector_env, register_env
 
+    register_env(env_registration)
     vector_env = make_vector_env(
         env.id,
         num_envs=actors.envs_per_actor,

@@ -34,6 +34,7 @@ class _ActorProcess:
         weights_from=None,
         slot: int | None = None,
         return_discount: float | None = None,
+        env_registration: Any = None,
     ):
         from impala_rep.actors.build import build_actor
         from impala_rep.agent_factory import acting_agent
@@ -52,6 +53,7 @@ class _ActorProcess:
             agent_factory=agent_factory,
             seed=seed,
             return_discount=return_discount,
+            env_registration=env_registration,
         )
         self._learner = learner
         self._slot = slot  # sent with each unroll: the learner tells the driver who is silent
@@ -116,6 +118,7 @@ def create_actor(
     learner=None,
     weights_from=None,
     slot: int | None = None,
+    env_registration: Any = None,
 ):
     """Starts one actor process for `config` that feeds `learner` (and takes its weights
     from `weights_from`, default `learner`) as actor `slot`, or (`learner=None`) one a
@@ -129,4 +132,5 @@ def create_actor(
         weights_from=weights_from,
         slot=slot,
         return_discount=actor_return_discount(extensions_for(config.loss)),
+        env_registration=env_registration,
     )

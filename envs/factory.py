@@ -72,7 +72,7 @@ from impala_rep.distributions import for_action_space
 from impala_rep.envs import atari, minatar
 from impala_rep.envs.cartpole import CartPoleSameStepVectorEnv
 
-__all__ = ["EnvSpec", "check_env_options", "describe_env", "make_vector_env"]
+__all__ = ["EnvSpec", "check_env_options", "describe_env", "make_vector_env", "register_env"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,7 +139,7 @@ def describe_env(env_id: str, *, observation_keys: tuple[str, ...] | None = None
         finally:
             env.close()
     try:
-        env = gymnasium.make(env_id)
+        env = gymnasium.make(env_id.rpartition(":")[2])  # registered by now (_check_env_id)
     except gymnasium.error.DependencyNotInstalled as err:
         # gymnasium's message names what to install (e.g. `pip install "gymnasium[box2d]"`).
         raise ValueError(
@@ -373,7 +373,7 @@ def make_vector_env(
     # gymnasium.make_vec does not take the "module:EnvId" form; the module is
     # imported by now (_check_env_id), so the bare id is registered.
     env = _make_same_step_vector_env(
-        env_id.split(":", 1)[-1],
+        env_id.rpartition(":")[2],
         num_envs=num_envs,
         max_episode_steps=max_episode_steps,
         observations=functools.partial(
@@ -468,6 +468,15 @@ def _make_same_step_vector_env(
 _MINIGRID_PREFIXES = ("MiniGrid-", "BabyAI-")
 
 
+def register_env(registration: gymnasium.envs.registration.EnvSpec | None) -> None:
+    """Registers `registration` (a gymnasium `EnvSpec`, or None for nothing) with gymnasium
+    in this process unless its id is registered already. The commands send a user's env
+    this way to processes that cannot import its module (`impala_rep.run.user_code.load_env`:
+    the entry point is the callable itself, pickled by value)."""
+    if registration is not None and registration.id not in gymnasium.envs.registry:
+        gymnasium.envs.registry[registration.id] = registration
+
+
 def _check_env_id(env_id: str) -> None:
     """Raises a one-line ValueError unless `env_id` can be built here."""
     if _needs_ale_py(env_id):
@@ -493,11 +502,11 @@ def _check_env_id(env_id: str) -> None:
                 "install the minigrid extra: pip install -e '.[minigrid]'"
             )
         import minigrid  # noqa: F401  (importing it registers the MiniGrid-... and BabyAI-... ids)
-    registered_id = env_id
-    if ":" in env_id:
-        # gymnasium's "module:EnvId" form: importing the module registers the id
-        # (gymnasium.make does the same import, in every actor process).
-        module, registered_id = env_id.split(":", 1)
+    module, _, registered_id = env_id.rpartition(":")
+    if module and registered_id not in gymnasium.envs.registry:
+        # gymnasium's "module:EnvId" form: importing the module registers the id. The
+        # commands import a user's module or file themselves (`impala_rep.run.user_code.
+        # load_env`) and register the id in their workers, which may not find the module.
         try:
             importlib.import_module(module)
         except ImportError as err:

@@ -14,6 +14,7 @@ __all__ = ["parse_code_spec", "CODE_SPEC_FORMS"]
 CODE_SPEC_FORMS = {
     "agent": "'module:factory' or 'path/to/file.py:factory'",
     "loss": "'module:function' or 'path/to/file.py:function'",
+    "env": "a gymnasium id, 'module:EnvId' or 'path/to/file.py:EnvId'",
 }
 
 

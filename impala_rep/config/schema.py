@@ -72,7 +72,12 @@ OPTIMIZERS = ("rmsprop", "adam")
 class EnvConfig:
     """The environment the actors step."""
 
-    id: str = _field("CartPole-v1", "gymnasium environment id", flag="--env")
+    id: str = _field(
+        "CartPole-v1",
+        "gymnasium environment id; one you register yourself as path/to/file.py:EnvId or "
+        "module:EnvId",
+        flag="--env",
+    )
     sticky_actions: float | None = _field(
         None,
         "Atari and MinAtar: probability of repeating the previous action instead of the "

@@ -107,7 +107,11 @@ class PulledActorFleet:
         from impala_rep.actors.ray_actor import create_actor
 
         actor = create_actor(
-            config=self._plan.config, agent_factory=self._plan.agent_factory, seed=seed, slot=slot
+            config=self._plan.config,
+            agent_factory=self._plan.agent_factory,
+            seed=seed,
+            slot=slot,
+            env_registration=self._plan.env_registration,
         )
         self._actors[slot] = actor
         self._slots.launch(slot, lambda slot: self._pull(slot, actor))

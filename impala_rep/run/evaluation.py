@@ -141,9 +141,11 @@ def evaluate_run(
     from impala_rep.envs.factory import check_env_options, describe_env, make_vector_env
     from impala_rep.run.agents import agent_factory_for
     from impala_rep.run.resume import load_run_config
+    from impala_rep.run.user_code import load_env
 
     try:
         config = load_run_config(logdir, purpose="evaluate")
+        load_env(config.env.id)  # a user's env id: its module registers it
         if max_episode_steps is not None:
             config = config.replace({"max_episode_steps": max_episode_steps})
         check_env_options(

@@ -97,6 +97,7 @@ class _ThreadActorFleet:
                 agent_factory=self._plan.agent_factory,
                 seed=seed,
                 return_discount=actor_return_discount(extensions_for(config.loss)),
+                env_registration=self._plan.env_registration,
             )
             version, published = service.latest_weights()
             actor.set_weights(published[0], version)

@@ -218,6 +218,7 @@ class _RayActorFleet:
             weights_from=self._learner.weights_source_for(slot),
             seed=seed,
             slot=slot,
+            env_registration=self._plan.env_registration,
         )
         if self._plan.config.run.ray_address:  # asked before run() is queued behind it
             self._node_refs.append(actor.node_id.remote())

@@ -36,6 +36,9 @@ class RunPlan:
     loss_fn: Callable[..., Any] | None  # None: the IMPALA loss
     resume: bool
     start_step: int = 0  # the learner step a resumed run continues from (0: a new run)
+    # A user's env (`--env module:EnvId` or `file.py:EnvId`): its gymnasium registration, for
+    # the processes that build the env (`impala_rep.run.user_code.load_env`); else None.
+    env_registration: Any = None
 
 
 def prepare(
@@ -54,7 +57,7 @@ def prepare(
     from impala_rep.run.code_check import check_user_code
     from impala_rep.run.resources import check_devices, check_memory
     from impala_rep.run.resume import check_resumable, checkpoint_step
-    from impala_rep.run.user_code import resolve_agent_and_loss
+    from impala_rep.run.user_code import absolute_code_spec, load_env, resolve_agent_and_loss
 
     # This machine's devices and memory: only where the run's processes will run (the
     # embedded Ray or --launcher local); a cluster's nodes cannot be seen before connecting.
@@ -62,6 +65,7 @@ def prepare(
     try:
         if on_this_machine:
             check_devices(config)
+        env_id, env_registration = load_env(config.env.id)
         check_env_options(
             config.env.id,
             sticky_actions=config.env.sticky_actions,
@@ -93,6 +97,15 @@ def prepare(
             observation_shape=env_spec.observation_shape,
             num_actions=env_spec.num_actions,
             action_distribution=env_spec.action_distribution,
+        )
+        # The user's files recorded with absolute paths: `evaluate` and `--resume` find them
+        # from any directory.
+        config = config.replace(
+            {
+                "env": env_id,
+                "agent": absolute_code_spec(config.agent.factory),
+                "loss": absolute_code_spec(config.loss.function),
+            }
         )
         users_agent = agent_factory is not None
         if agent_factory is None:  # e.g. a network that does not fit the observation
@@ -137,4 +150,5 @@ def prepare(
         loss_fn=loss,
         resume=resume,
         start_step=start_step,
+        env_registration=env_registration,
     )

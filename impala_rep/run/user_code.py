@@ -1,4 +1,5 @@
-"""User code named as `module:attribute` (`--agent`, `--loss`), made available to every Ray process.
+"""User code named as `module:attribute` (`--agent`, `--loss`) or an env id's module
+(`--env module:EnvId`), made available to every Ray process.
 
 A spec is either `package.module:name`, imported with the current directory
 first on `sys.path` (as `python -m` does), or `path/to/file.py:name`, loaded
@@ -13,6 +14,11 @@ other machines. This is the mechanism Ray Serve uses for user classes named by
 import path. Modules from installed packages travel by reference, as usual
 (workers import them). As with any code pickled by value, an `import` that
 runs only later, inside a function, is not covered: workers cannot resolve it.
+
+An env id's module registers the id with gymnasium when imported (gymnasium's own
+`module:EnvId` form); `load_env` imports it the same way and hands the processes that
+build envs the registered spec with its entry point resolved to the callable itself, so
+the code travels too.
 
 Nothing here imports TensorFlow; Ray is imported only to register a module.
 """
@@ -31,7 +37,7 @@ from typing import Any
 
 from impala_rep.config.code_specs import CODE_SPEC_FORMS, parse_code_spec
 
-__all__ = ["load", "agent_builder", "resolve_agent_and_loss"]
+__all__ = ["load", "load_env", "absolute_code_spec", "agent_builder", "resolve_agent_and_loss"]
 
 
 def _import(module: str, *, spec: str, what: str):
@@ -168,6 +174,54 @@ def load(spec: str, *, what: str) -> Callable[..., Any]:
 
         ray.cloudpickle.register_pickle_by_value(module)
     return value
+
+
+def absolute_code_spec(spec: str | None) -> str | None:
+    """`spec` with a file's path made absolute (`path/to/file.py:name`), as a run records it
+    so that its config names the file from any directory; a module's spec, or None, as it is."""
+    if spec is None or ":" not in spec:
+        return spec
+    module, _, name = spec.rpartition(":")
+    if not module.endswith(".py"):
+        return spec
+    return f"{pathlib.Path(module).resolve()}:{name}"
+
+
+def load_env(env_id: str) -> tuple[str, Any]:
+    """`(env_id, registration)` for `--env`: a plain gymnasium id as it is, with no
+    registration; for `module:EnvId` or `path/to/file.py:EnvId`, imports the module as
+    `--agent`'s are imported (which registers EnvId) and returns the id with the absolute
+    path of the user's own module file (so `evaluate` finds it from any directory) and the
+    registered gymnasium `EnvSpec`, its entry point the callable itself, for
+    `impala_rep.envs.register_env` in the processes that build the env.
+
+    Raises:
+      ValueError: one line naming the id, for a module that cannot be found or fails to
+        import, or one that registers no such id.
+    """
+    if ":" not in env_id:
+        return env_id, None
+    import dataclasses
+
+    import gymnasium
+
+    module_name, registered_id = env_id.split(":", 1)
+    if not module_name or not registered_id:
+        raise ValueError(f"bad env {env_id!r}: expected {CODE_SPEC_FORMS['env']}")
+    module, own = _import(module_name, spec=env_id, what="env")
+    registered = gymnasium.envs.registry.get(registered_id)
+    if registered is None:
+        raise ValueError(
+            f"bad env {env_id!r}: importing {module_name!r} registered no gymnasium id "
+            f"{registered_id!r}"
+        )
+    file = getattr(module, "__file__", None)
+    if own and file is not None and pathlib.Path(file).name == f"{module.__name__}.py":
+        env_id = f"{pathlib.Path(file).resolve()}:{registered_id}"
+    entry_point = registered.entry_point
+    if isinstance(entry_point, str):
+        entry_point = gymnasium.envs.registration.load_env_creator(entry_point)
+    return env_id, dataclasses.replace(registered, entry_point=entry_point)
 
 
 def agent_builder(
