@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "impala-rep needs Python 3.11, got " + sys.version.split()[0]'
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip "setuptools>=69" wheel
-	$(VENV)/bin/python -m pip install --quiet --editable '.[test,atari,minatar,mujoco,minigrid,docs]'
+	$(VENV)/bin/python -m pip install --quiet --editable '.[test,atari,minatar,mujoco,box2d,minigrid,docs]'
 	@touch $(STAMP)
 
 # A short CartPole run on an embedded local Ray,

@@ -78,6 +78,15 @@ TASKS = {
     # Continuous control (a Gaussian policy). Pendulum has no registered threshold: -250 is
     # the goal issue "Any gymnasium task" set, within 500k frames.
     "pendulum": Task("Pendulum-v1", 500_000, -250.0),
+    # The zoo's 1M-step budget; the thresholds are 70% of its PPO's greedy scores (issue "Any
+    # gymnasium task"), and 200 for LunarLanderContinuous (its registered threshold).
+    "halfcheetah": Task("HalfCheetah-v5", 1_000_000, 4073.0),
+    "hopper": Task("Hopper-v5", 1_000_000, 1687.0),
+    "lunarlander-continuous": Task("LunarLanderContinuous-v3", 1_000_000, 200.0),
+    # Dict observations: the egocentric 7x7 image alone (the mission string is constant here).
+    "minigrid-doorkey": Task(
+        "MiniGrid-DoorKey-5x5-v0", 1_000_000, 0.9, ("--observation-keys", "image")
+    ),
     "pong": Task("PongNoFrameskip-v4", 20_000_000, 18.0, ("--preset", "atari")),
 }
 DEFAULT_TASKS = ("cartpole", "acrobot", "mountaincar", "minatar-breakout")

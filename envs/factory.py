@@ -466,6 +466,11 @@ def _make_same_step_vector_env(
 
 # The ids minigrid registers when imported (gymnasium does not know them before).
 _MINIGRID_PREFIXES = ("MiniGrid-", "BabyAI-")
+# gymnasium's envs that need a package of their own: {entry-point package: (module, extra)}.
+_GYMNASIUM_EXTRAS = {
+    "gymnasium.envs.mujoco": ("mujoco", "mujoco"),
+    "gymnasium.envs.box2d": ("Box2D", "box2d"),
+}
 
 
 def register_env(registration: gymnasium.envs.registration.EnvSpec | None) -> None:
@@ -514,15 +519,16 @@ def _check_env_id(env_id: str) -> None:
                 f"environment id {env_id!r}: cannot import module {module!r} ({err})"
             ) from None
     registered = gymnasium.envs.registry.get(registered_id)
-    if (
-        registered is not None
-        and str(registered.entry_point).startswith("gymnasium.envs.mujoco")
-        and importlib.util.find_spec("mujoco") is None
-    ):
-        raise ValueError(
-            f"environment id {env_id!r} needs mujoco: "
-            "install the mujoco extra: pip install -e '.[mujoco]'"
-        )
+    for package, (module, extra) in _GYMNASIUM_EXTRAS.items():
+        if (
+            registered is not None
+            and str(registered.entry_point).startswith(package)
+            and importlib.util.find_spec(module) is None
+        ):
+            raise ValueError(
+                f"environment id {env_id!r} needs {module}: "
+                f"install the {extra} extra: pip install -e '.[{extra}]'"
+            )
     if registered is None:
         close = difflib.get_close_matches(registered_id, list(gymnasium.envs.registry), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""

@@ -86,6 +86,7 @@ def test_num_envs_must_be_positive():
         ("MinAtar/Breakout-v1", "minatar", "minatar"),
         ("MiniGrid-DoorKey-5x5-v0", "minigrid", "minigrid"),
         ("HalfCheetah-v5", "mujoco", "mujoco"),
+        ("LunarLanderContinuous-v3", "Box2D", "box2d"),
     ],
 )
 def test_an_env_whose_extra_is_missing_says_which_extra_to_install(
