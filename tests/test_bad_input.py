@@ -283,12 +283,8 @@ def test_a_run_that_fails_before_its_first_checkpoint_leaves_nothing_behind(tmp_
         in proc.stderr
     )
     assert not logdir.exists()
-
-    # An existing empty directory is emptied again, not removed.
-    logdir.mkdir()
-    proc = _train(*args, cwd=TESTS_DIR)
-    assert proc.returncode == 1, proc.stderr[-3000:]
-    assert logdir.is_dir() and not any(logdir.iterdir())
+    # An existing empty directory is emptied again, not removed: test_reliability.py's run
+    # that fails the same way, under Ray.
 
 
 # --- the memory estimate and the device checks, without the command ----------------------

@@ -125,23 +125,14 @@ def test_a_threshold_counts_only_once_a_full_window_of_episodes_has_ended():
     assert not learning.reaches({"episode_return_mean": None, "episodes": 0}, -75.0)
 
 
+# A run evaluated greedily, its figures those of `evaluate_run`: the --merge --evaluate test
+# below (one evaluation fewer for the suite).
 @pytest.mark.launches
-def test_the_suite_evaluates_a_run_greedily_and_records_one_that_never_ends_as_unfinished(
-    tmp_path, monkeypatch
-):
+def test_the_suite_records_a_run_that_never_ends_as_unfinished(tmp_path, monkeypatch):
     import learning
     from test_evaluation import saved_run
 
-    from impala_rep.run.evaluation import evaluate_run
-
     monkeypatch.setenv("PYTHONPATH", str(pathlib.Path(__file__).resolve().parent))  # endless_env
-    saved_run(tmp_path / "cartpole", env="CartPole-v1")
-    expected = evaluate_run(str(tmp_path / "cartpole"), episodes=learning.EVAL_EPISODES)
-    assert learning.evaluate(tmp_path / "cartpole") == {
-        "greedy_return": round(expected.mean_return, 4),
-        "greedy_std": round(expected.std_return, 4),
-    }
-
     saved_run(tmp_path / "endless", env="endless_env:Endless-v0")
     monkeypatch.setattr(learning, "EVAL_FRAME_BUDGET", 1000)
     result = learning.evaluate(tmp_path / "endless")
@@ -156,6 +147,8 @@ def test_merge_with_evaluate_adds_the_greedy_figure_to_saved_runs_that_lack_it(
 ):
     import learning
     from test_evaluation import saved_run
+
+    from impala_rep.run.evaluation import evaluate_run
 
     out = tmp_path / "learning"
     (out / "old").mkdir(parents=True)
@@ -181,4 +174,11 @@ def test_merge_with_evaluate_adds_the_greedy_figure_to_saved_runs_that_lack_it(
     played = json.loads((out / "old" / "cartpole-s1" / "evaluation.json").read_text())
     assert merged["greedy_return"] == round(played["mean_return"], 4)
     assert len(played["returns"]) == learning.EVAL_EPISODES
+    # The suite's greedy figures are those of the same checkpoint played in this process.
+    expected = evaluate_run(str(out / "old" / "cartpole-s1"), episodes=learning.EVAL_EPISODES)
+    assert {k: merged.get(k) for k in ("greedy_return", "greedy_std", "greedy_unfinished")} == {
+        "greedy_return": round(expected.mean_return, 4),
+        "greedy_std": round(expected.std_return, 4),
+        "greedy_unfinished": None,
+    }
     assert f"{merged['greedy_return']:.3g} ± " in capsys.readouterr().out  # the table's column

@@ -5,7 +5,6 @@ so each costs the training only. Their workers never have examples/ on `sys.path
 the user's agent and loss reach them by value.
 """
 
-import json
 import os
 import pathlib
 import subprocess
@@ -81,35 +80,50 @@ def test_custom_agent_example_trains_on_two_replicas(local_ray, tmp_path):
     assert last.startswith(f"custom agent: {20 * PASSES} learner steps on cpu:2"), out[-2000:]
 
 
-def test_cli_trains_the_custom_agent_named_by_file(local_ray, tmp_path):
+def test_the_command_line_takes_the_custom_agent_and_loss_by_file(tmp_path):
+    """The example's docstring runs the same agent and loss through the command line, named
+    by file: `train`'s preparation, before anything starts (here, in this process), loads
+    both, checks them (the agent built and unrolled, the loss applied: run/code_check.py)
+    and records them in the run's config. A run through the command with a user's agent and
+    loss named by file, on two learner replicas under Ray, the loss's own metric in
+    metrics.jsonl: test_user_code.py's; this agent and loss trained on two replicas: above."""
+    import ray.cloudpickle
+
+    from impala_rep.run.cli import config_from_args, parse_args
+    from impala_rep.run.prepare import prepare
+
     example = EXAMPLES / "custom_agent.py"
-    logdir = tmp_path / "run"
-    _run(
-        [
-            "-m",
-            "impala_rep",
-            "train",
-            "--agent",
-            f"{example}:make_agent",
-            "--loss",
-            f"{example}:l2_regularised_loss",
-            "--learner-devices",
-            "cpu:2",
-            *TINY_RUN,
-            "--ray-address",
-            _address(local_ray),
-            "--logdir",
-            str(logdir),
-        ],
-        tmp_path,
-    )
-    config = json.loads((logdir / "config.json").read_text())
+    by_value = set(ray.cloudpickle.list_registry_pickle_by_value())
+    try:
+        plan = prepare(
+            config_from_args(
+                parse_args(
+                    [
+                        "train",
+                        "--learner-devices",
+                        "cpu:2",
+                        "--agent",
+                        f"{example}:make_agent",
+                        "--loss",
+                        f"{example}:l2_regularised_loss",
+                        "--logdir",
+                        str(tmp_path / "run"),
+                    ]
+                )
+            )
+        )
+        # The example's agent, inside RND's wrapper (auto: on for vector observations).
+        assert type(plan.agent_factory().policy).__name__ == "BatchNormMLPAgent"
+    finally:  # the example's module, imported by value for the workers: not for later tests
+        for name in set(ray.cloudpickle.list_registry_pickle_by_value()) - by_value:
+            module = sys.modules.pop(name, None)
+            if module is not None:
+                ray.cloudpickle.unregister_pickle_by_value(module)
+    config = plan.config.to_json()
     assert config["agent"]["factory"] == f"{example}:make_agent"
     assert config["loss"]["function"] == f"{example}:l2_regularised_loss"
-    records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
-    assert records[-1]["learner_steps"] == 20 * PASSES and records[-1]["loss"] is not None
-    # The custom loss's own metric reaches metrics.jsonl next to the IMPALA loss's parts.
-    assert records[-1]["l2_loss"] > 0 and records[-1]["pg_loss"] is not None
+    assert config["learner"]["devices"] == "cpu:2"
+    assert not (tmp_path / "run").exists()  # nothing started, nothing written
 
 
 def test_custom_agent_acts_with_the_network_it_trains():

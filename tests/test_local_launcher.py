@@ -9,15 +9,12 @@ import inspect
 import json
 import pathlib
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
 import time
 
-import numpy as np
 import pytest
-from test_shutdown import start_training, wait_for_training
 
 from impala_rep.run.run_log import read_metrics
 
@@ -109,25 +106,8 @@ def test_local_and_ray_runs_write_the_same_records(local_ray, local_run, tmp_pat
     assert sorted(p.name for p in ray_dir.iterdir()) == sorted(p.name for p in local_dir.iterdir())
 
 
-# SIGINT only: SIGTERM takes the same path whatever the launcher (run/shutdown.py's
-# StopSignals, installed by train() for both, turns either into the same stop request and
-# exits with 128 + the signal's number), and its whole path, checkpoint and 143, is tested
-# under Ray (test_shutdown.py). Each run here costs the suite several seconds.
-@pytest.mark.launches
-@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130)])
-def test_a_signal_stops_a_local_run_with_a_checkpoint(tmp_path, signum, code):
-    logdir = tmp_path / "run"
-    process = start_training(logdir, "--launcher", "local")
-    wait_for_training(process, logdir)
-    process.send_signal(signum)
-    out, _ = process.communicate(timeout=120)
-    assert process.returncode == code, out
-    assert "stopping after the current step, saving a checkpoint" in out
-    index = (logdir / "checkpoints" / "checkpoint").read_text()
-    last = read_metrics(logdir)[-1]
-    assert f'"ckpt-{last["learner_steps"]}"' in index
-    assert last["frames_produced"] == last["frames"] + last["frames_queued"]
-    assert "continue with: impala-rep train --resume" in out
+# A signal stopping a local run (SIGINT: 130, a checkpoint of the final state): the last run
+# of test_shutdown.py's two-host test, resumed on one host with --launcher local.
 
 
 @pytest.mark.launches
@@ -247,37 +227,8 @@ def _wait_for_free_cpus(ray, timeout_s: float = 30.0) -> None:
         time.sleep(0.2)
 
 
-@pytest.mark.launches
-def test_the_evaluate_command_plays_the_final_checkpoint_quietly(local_run, tmp_path):
-    logdir, proc = local_run
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    steps, frames = result_of(proc)
-    out = tmp_path / "evaluation.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "impala_rep",
-            "evaluate",
-            str(logdir),
-            "--episodes",
-            "6",
-            "--envs",
-            "3",
-            "--json",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stderr == ""  # a quiet console: no TensorFlow notes
-    assert done.stdout.count("\n") == 1 and "greedy policy, 6 episodes" in done.stdout
-    result = json.loads(out.read_text())
-    assert result["checkpoint"].endswith(f"ckpt-{steps}") and result["frames"] == frames
-    assert len(result["returns"]) == 6 and all(1 <= r <= 500 for r in result["returns"])
-    assert f"mean return {np.mean(result['returns']):.2f}" in done.stdout
+# The evaluate command playing a run's final checkpoint, quietly, to JSON: test_action_spaces.py's
+# Pendulum run (evaluation does not depend on the launcher the run had).
 
 
 def _mismatches(implementation, protocol) -> list[str]:

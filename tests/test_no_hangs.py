@@ -1,22 +1,20 @@
 """No hangs when joining or placing on Ray: what Ray would wait for forever is refused, or
 given a bounded time and then named.
 
-Through the `train` command for real: a cluster address where no cluster answers (`auto`
-with none on this machine, RAY_ADDRESS naming a dead one, `ray://`) exits 2 at once with
-one line and writes nothing. On the session's Ray (conftest.py), with only the time limits
-shortened: a learner Ray cannot place, a learner that does not finish starting, and actors
-Ray cannot place each end with one line naming what did not answer. The per-node GPU check
-needs GPUs this machine does not have, so it is tested on `ray.nodes()`-shaped data.
+Through the `train` command's `main`, in this process: a cluster address where no cluster
+answers (`auto` with none on this machine, RAY_ADDRESS naming a dead one, `ray://`) exits 2
+at once with one line and writes nothing. On the session's Ray (conftest.py), with only the
+time limits shortened: a learner Ray cannot place, a learner that does not finish starting,
+and actors Ray cannot place each end with one line naming what did not answer. The per-node
+GPU check needs GPUs this machine does not have, so it is tested on `ray.nodes()`-shaped data.
 """
 
 import io
-import os
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
+from in_process_cli import refused_in_process
 
 from impala_rep.config import TrainConfig
 from impala_rep.run.errors import SetupError
@@ -29,36 +27,19 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _train(*args, env, cwd):
-    start = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "impala_rep", "train", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=cwd,
-        env=env,
-    )
-    return proc, time.monotonic() - start
-
-
-def _env(**extra):
-    """The test's environment without RAY_ADDRESS (it would decide where `auto` goes)."""
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    return dict(env, TF_CPP_MIN_LOG_LEVEL="2", **extra)
-
-
 def _recorded_cluster() -> str | None:
     from ray._private.utils import read_ray_address
 
     return read_ray_address()
 
 
-@pytest.mark.launches
+# In this process (tests/in_process_cli.py): the address is refused before anything starts,
+# so the command's `main` costs no new process. Exit 2 (an exception would be a traceback
+# instead), one line, nothing written.
 @pytest.mark.parametrize("case", ["auto", "auto via RAY_ADDRESS", "ray://"])
-def test_a_cluster_that_is_not_there_is_refused_at_once(case, tmp_path):
+def test_a_cluster_that_is_not_there_is_refused_at_once(case, tmp_path, monkeypatch, capsys):
     port = _free_port()  # nothing listens here
-    env = _env()
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)  # it would decide where `auto` goes
     if case == "auto":
         if _recorded_cluster() is not None:
             pytest.skip("`ray start` recorded a cluster on this machine: auto would join it")
@@ -68,7 +49,8 @@ def test_a_cluster_that_is_not_there_is_refused_at_once(case, tmp_path):
             "not set and `ray start` has not started one here)"
         )
     elif case == "auto via RAY_ADDRESS":
-        address, env = "auto", _env(RAY_ADDRESS=f"127.0.0.1:{port}")
+        address = "auto"
+        monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
         message = (
             f"bad ray_address 'auto' (RAY_ADDRESS: 127.0.0.1:{port}): no Ray cluster answers "
             "there (connection refused"
@@ -77,11 +59,10 @@ def test_a_cluster_that_is_not_there_is_refused_at_once(case, tmp_path):
         address = f"ray://127.0.0.1:{port}"
         message = f"bad ray_address '{address}': no Ray cluster answers there (connection refused"
     logdir = tmp_path / "run"
-    proc, wall_s = _train("--ray-address", address, "--logdir", str(logdir), env=env, cwd=tmp_path)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    lines = proc.stderr.strip().splitlines()
-    assert lines[-1].startswith("impala-rep") and message in lines[-1], proc.stderr[-2000:]
-    assert "Traceback" not in proc.stderr
+    start = time.monotonic()
+    last = refused_in_process(["train", "--ray-address", address, "--logdir", str(logdir)], capsys)
+    wall_s = time.monotonic() - start
+    assert last.startswith("impala-rep") and message in last, last
     assert wall_s < 30, f"took {wall_s:.0f} s"
     assert not logdir.exists()
 
@@ -203,7 +184,8 @@ def test_actors_ray_cannot_place_on_a_cluster_end_the_run_naming_the_resource(
     from impala_rep.run.training import train
 
     ray = local_ray
-    monkeypatch.setattr(ray_cluster, "ACTOR_START_TIMEOUT_S", 5.0)
+    # Counted once the learner has started: any limit shows the bound.
+    monkeypatch.setattr(ray_cluster, "ACTOR_START_TIMEOUT_S", 2.0)
     # All CPUs but one (earlier tests' processes may still be giving theirs back: the
     # blocker waits for them, so the learner gets the last one and the actor none).
     blocker = ray.remote(num_cpus=int(ray.cluster_resources()["CPU"]) - 1)(_Idle).remote()
@@ -224,7 +206,7 @@ def test_actors_ray_cannot_place_on_a_cluster_end_the_run_naming_the_resource(
     finally:
         ray.kill(blocker)
     assert str(err.value).startswith(
-        "Ray did not start 1 of 1 actors within 5 s: each asks for 1 CPU "
+        "Ray did not start 1 of 1 actors within 2 s: each asks for 1 CPU "
         "and the cluster's CPUs are taken; free some or use fewer actors"
     )
 

@@ -1,6 +1,7 @@
 """PopArt (`--popart`, impala_rep/popart.py): the statistics and the preserved head against
 numpy, the normalised loss against the IMPALA loss in units of sigma, a learner step against a
-manual update, a refused update, and the option through the train command."""
+manual update, a refused update, and the option through the train command (with RND, on an
+agent with memory)."""
 
 import functools
 import json
@@ -284,12 +285,17 @@ def _cli(*args):
 def test_popart_with_the_novelty_bonus_trains_resumes_and_evaluates_through_the_commands(tmp_path):
     """MountainCar: PopArt under random network distillation (auto on for vectors), each
     wrapping the run's agent and loss; the statistics and RND's predictor and target come back
-    from the checkpoint. It is RND's run through the commands too (tests/test_rnd.py has none)."""
+    from the checkpoint. It is RND's run through the commands too (tests/test_rnd.py has none).
+    The agent wrapped has memory (`--use-lstm` over the MLP), so its recurrent state passes
+    through both wrappers, in the actors, the learner and the greedy evaluation: this is the
+    run of an agent with memory on vector observations through the commands too (its network
+    alone: tests/test_networks.py)."""
     run = tmp_path / "run"
     proc = _cli(
         "train",
         "--env",
         "MountainCar-v0",
+        "--use-lstm",
         "--total-frames",
         "6400",
         "--popart",
@@ -307,6 +313,8 @@ def test_popart_with_the_novelty_bonus_trains_resumes_and_evaluates_through_the_
         str(run),
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+    agent = json.loads((run / "config.json").read_text())["agent"]
+    assert agent["use_lstm"] is True and agent["network"] == "auto", agent
     loss = json.loads((run / "config.json").read_text())["loss"]
     # RND unset is auto: on for vectors, its weight in config.json (an explicit `--rnd-cost`
     # reaching it: tests/test_rnd.py).

@@ -116,9 +116,9 @@ def test_a_second_run_loads_the_compiled_step_the_first_left_and_each_records_it
     tmp_path,
 ):
     """The first XLA run compiles its step into the cache; an identical second run loads it
-    (the entry is not written again) and, with `--xla-cache none`, a run leaves none. Each
-    records its start-up stages: under the local launcher, with no Ray and no learner
-    process, the service's."""
+    (the entry is not written again). Each records its start-up stages: under the local
+    launcher, with no Ray and no learner process, the service's. (`--xla-cache none`, which
+    reaches the same `xla_cache.enable` call: the test below.)"""
     cache = tmp_path / "cache"
     _train(tmp_path, "first", "--learner-xla", "--xla-cache", str(cache))
     entries = list(cache.glob("tf*/*.pb"))
@@ -127,17 +127,7 @@ def test_a_second_run_loads_the_compiled_step_the_first_left_and_each_records_it
     _train(tmp_path, "second", "--learner-xla", "--xla-cache", str(cache))
     assert list(cache.glob("tf*/*.pb")) == entries
     assert entries[0].stat().st_mtime_ns == written
-    _train(
-        tmp_path,
-        "off",
-        "--learner-xla",
-        "--xla-cache",
-        str(tmp_path / "unused"),
-        "--xla-cache",
-        "none",
-    )
-    assert not (tmp_path / "unused").exists()
-    for name in ("first", "second", "off"):
+    for name in ("first", "second"):
         events = (tmp_path / name / "events.jsonl").read_text().splitlines()
         startup = [e for e in map(json.loads, events) if e["event"] == "startup"]
         assert len(startup) == 1
@@ -145,6 +135,20 @@ def test_a_second_run_loads_the_compiled_step_the_first_left_and_each_records_it
         assert list(seconds) == ["learner built", "first unroll", "first trained frame"]
         assert 0 <= seconds["learner built"] <= seconds["first unroll"]
         assert seconds["first unroll"] <= seconds["first trained frame"] <= startup[0]["wall_s"]
+
+
+def test_xla_cache_none_given_last_leaves_no_cache(tmp_path):
+    """The command's setting, as the learner's build hands it to `xla_cache.enable` (the call
+    that made the run's cache above): the last one given wins, and "none" adds no flag and
+    makes no directory."""
+    from impala_rep.run.cli import config_from_args, parse_args
+
+    argv = ["train", "--learner-xla", "--xla-cache", str(tmp_path / "unused"), "--xla-cache"]
+    config = config_from_args(parse_args([*argv, "none"]))
+    assert config.learner.xla and config.learner.xla_cache == "none"
+    env: dict[str, str] = {}
+    assert xla_cache.enable(config.learner.xla_cache, env) is None and env == {}
+    assert not (tmp_path / "unused").exists()
 
 
 _EMBEDDED_RAY = """

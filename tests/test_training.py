@@ -1,4 +1,5 @@
-"""End to end on Ray: actor processes, a 2-replica learner, CartPole learning.
+"""End to end on Ray: actor processes (one of them killed and replaced), a 2-replica learner,
+CartPole learning.
 
 One Ray instance (tests/conftest.py) serves the whole session (starting Ray costs seconds);
 `train` joins it instead of starting its own.
@@ -12,6 +13,8 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from test_reliability import kill_when  # noqa: E402
+
 from impala_rep.config import TrainConfig  # noqa: E402
 from impala_rep.run.plotting import plot_run  # noqa: E402
 from impala_rep.run.training import train  # noqa: E402
@@ -20,7 +23,12 @@ from impala_rep.startup import STAGES  # noqa: E402
 RANDOM_POLICY_RETURN = 22.0  # CartPole-v1 with uniform random actions averages ~22
 
 
-def test_cartpole_learns_with_two_actors_and_two_replicas(local_ray, tmp_path, capsys):
+def test_cartpole_learns_with_two_actors_and_two_replicas_and_one_killed_actor_replaced(
+    local_ray, tmp_path, capsys
+):
+    """An actor process is SIGKILLed once the run reports (a fault for real, as an out-of-memory
+    kill delivers it): it is replaced and counted, and the run still learns, to its end. (The
+    learner killed: test_reliability.py.)"""
     logdir = tmp_path / "run"
     config = TrainConfig.from_keys(
         dict(
@@ -36,7 +44,14 @@ def test_cartpole_learns_with_two_actors_and_two_replicas(local_ray, tmp_path, c
             report_every=1.0,
         )
     )
+    killer = kill_when(
+        lambda: (
+            (logdir / "metrics.jsonl").exists() and (logdir / "metrics.jsonl").stat().st_size > 0
+        ),
+        "_ActorProcess",
+    )
     result = train(config)
+    killer.join()
     out = capsys.readouterr().out
 
     # It learned: clearly above a random policy (fixed seed; with the default 8 passes
@@ -71,12 +86,16 @@ def test_cartpole_learns_with_two_actors_and_two_replicas(local_ray, tmp_path, c
     ):
         assert key in records[-1], key
     assert records[-1]["frames"] == result.frames
-    # Accounting: what actors produced is consumed or still queued.
+    # Accounting: what actors produced is consumed or still queued, the lost actor's too.
     last = records[-1]
     assert last["frames_produced"] == last["frames"] + last["frames_queued"]
+    # The killed actor: replaced, and counted in the result, the records and an event.
+    assert result.actor_restarts >= 1 and last["actor_restarts"] == result.actor_restarts
     assert any(name.startswith("events") for name in os.listdir(logdir / "tensorboard"))
     # Start-up, by stage (impala_rep/startup.py): every one of them, in seconds from the call.
     events = [json.loads(line) for line in (logdir / "events.jsonl").read_text().splitlines()]
+    restarts = [e for e in events if e["event"] == "actor_restart"]
+    assert restarts and "died" in restarts[0]["cause"]
     (startup,) = [e["seconds"] for e in events if e["event"] == "startup"]
     assert set(startup) == set(STAGES)
     in_order = ["learner process", "tensorflow imported", "learner built", "first unroll"]

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 from in_process_cli import refused_in_process
+from user_env_files import write_env
 
 from impala_rep.config import TrainConfig
 from impala_rep.config.code_specs import parse_code_spec
@@ -114,6 +115,9 @@ EXAMPLE = os.path.join(
 )
 
 
+# In this process (tests/in_process_cli.py): the refusals come before anything starts. The
+# command's exit 2 in a new process: test_bad_input.py; a real file named by the command in a
+# new process: the training runs below.
 @pytest.mark.parametrize(
     "flag, spec, message",
     [
@@ -129,6 +133,11 @@ EXAMPLE = os.path.join(
             "nowhere/loss.py:fn",
             "bad loss 'nowhere/loss.py:fn': no file 'nowhere/loss.py'",
         ),
+        (
+            "--agent",
+            f"{EXAMPLE}:L2_COST",
+            f"bad agent '{EXAMPLE}:L2_COST': 'L2_COST' is a float, not callable",
+        ),
     ],
 )
 def test_cli_bad_agent_or_loss_exits_2_and_writes_nothing(
@@ -140,37 +149,9 @@ def test_cli_bad_agent_or_loss_exits_2_and_writes_nothing(
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.launches
-def test_the_command_refuses_a_factory_that_is_not_callable(tmp_path):
-    """The cases above call `main` in-process; one case still goes end to end through
-    `python -m impala_rep` in a new process, loading a real file as a user's would."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "impala_rep",
-            "train",
-            "--agent",
-            f"{EXAMPLE}:L2_COST",
-            "--logdir",
-            str(tmp_path / "run"),
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-    )
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    last = proc.stderr.strip().splitlines()[-1]
-    assert (
-        last
-        == f"impala-rep: error: bad agent '{EXAMPLE}:L2_COST': 'L2_COST' is a float, not callable"
-    ), proc.stderr[-2000:]
-    assert not (tmp_path / "run").exists()
-
-
 SIBLING_HELPER = '''
+import tensorflow as tf
+
 from impala_rep import MLPAgent, impala_loss_fn
 
 HIDDEN_SIZES = (32,)
@@ -180,8 +161,10 @@ class SiblingAgent(MLPAgent):
     """Defined beside my_agent.py, in no installed package: it reaches the workers by value."""
 
 
-def sibling_loss(**tensors):
-    return impala_loss_fn(**tensors)
+def sibling_loss(*, rewards, **tensors):
+    """The IMPALA loss, with a metric of its own beside the IMPALA loss's parts."""
+    output = impala_loss_fn(rewards=rewards, **tensors)
+    return output._replace(means={**output.means, "sibling_reward": tf.reduce_mean(rewards)})
 '''
 
 SIBLING_USER = """
@@ -201,12 +184,14 @@ def my_loss(**tensors):
 @pytest.mark.launches
 @pytest.mark.parametrize("launcher", ["ray", "local"])
 def test_a_file_that_imports_a_module_beside_it_trains(tmp_path, launcher):
-    # my_agent.py imports helper.py from its own folder, which is neither the working
-    # directory nor on any path: the driver finds helper while importing my_agent, and
-    # Ray's learner and actor processes get both by value. The default launcher starts
-    # its own embedded Ray.
+    # my_agent.py imports helper.py from its own folder, and masked_cartpole.py (the env)
+    # masking.py; that folder is neither the working directory nor on any path: the driver
+    # finds the siblings while importing the files, named relative to the working directory,
+    # and Ray's learner and actor processes get them by value. The default launcher starts
+    # its own embedded Ray; on two learner replicas (cpu:2) the learner is a Ray process
+    # too (the example's agent and loss on two replicas: test_examples.py).
     code, elsewhere, logdir = tmp_path / "code", tmp_path / "elsewhere", tmp_path / "run"
-    code.mkdir()
+    write_env(code, "MaskedCartPole-v0")
     elsewhere.mkdir()
     (code / "helper.py").write_text(SIBLING_HELPER)
     (code / "my_agent.py").write_text(SIBLING_USER)
@@ -217,12 +202,15 @@ def test_a_file_that_imports_a_module_beside_it_trains(tmp_path, launcher):
             "-m",
             "impala_rep",
             "train",
+            "--env",
+            "../code/masked_cartpole.py:MaskedCartPole-v0",
             "--agent",
-            f"{code / 'my_agent.py'}:make_agent",
+            "../code/my_agent.py:make_agent",
             "--loss",
-            f"{code / 'my_agent.py'}:my_loss",
+            "../code/my_agent.py:my_loss",
             "--launcher",
             launcher,
+            *(["--learner-devices", "cpu:2"] if launcher == "ray" else []),
             "--total-frames",
             "3200",
             "--num-actors",
@@ -243,8 +231,28 @@ def test_a_file_that_imports_a_module_beside_it_trains(tmp_path, launcher):
         env=dict(env, TF_CPP_MIN_LOG_LEVEL="2"),
     )
     assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    config = json.loads((logdir / "config.json").read_text())
+    # Recorded with absolute paths, which work from any directory.
+    assert config["env"]["id"] == f"{code / 'masked_cartpole.py'}:MaskedCartPole-v0"
+    assert config["agent"]["factory"] == f"{code / 'my_agent.py'}:make_agent"
+    assert config["loss"]["function"] == f"{code / 'my_agent.py'}:my_loss"
+    assert config["learner"]["devices"] == ("cpu:2" if launcher == "ray" else "cpu")
     records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
-    assert records[-1]["learner_steps"] >= 10 and records[-1]["loss"] is not None
+    # 3,200 frames in batches of 20 x 16: 10 batches, each trained on `passes` times.
+    assert records[-1]["learner_steps"] == 10 * TrainConfig().learner.passes
+    # The loss's own metric reaches metrics.jsonl next to the IMPALA loss's parts.
+    assert records[-1]["sibling_reward"] > 0 and records[-1]["pg_loss"] is not None
+    if launcher == "ray":  # evaluated from a folder where the relative names do not resolve
+        evaluate = subprocess.run(
+            [sys.executable, "-m", "impala_rep", "evaluate", str(logdir), "--episodes", "2"],
+            cwd=code / "..",
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=dict(env, TF_CPP_MIN_LOG_LEVEL="2"),
+        )
+        assert evaluate.returncode == 0, evaluate.stderr[-3000:]
+        assert "greedy policy, 2 episodes" in evaluate.stdout
 
 
 @pytest.mark.launches

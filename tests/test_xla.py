@@ -195,9 +195,15 @@ host.stop()
 """
 
 
+# Both places a host imports TensorFlow (made with its settings, as a run makes it, or in
+# `start`) set the pools under XLA; without XLA neither does (one case, as a run makes it: the
+# same `_import_tensorflow` call either way, its pools untouched). Each case costs a process's
+# TensorFlow import.
 @pytest.mark.launches
-@pytest.mark.parametrize("made", ["preload", "plain"])
-@pytest.mark.parametrize("xla,threads", [("on", [1, 1]), ("off", [0, 0])])
+@pytest.mark.parametrize(
+    "xla, threads, made",
+    [("on", [1, 1], "preload"), ("on", [1, 1], "plain"), ("off", [0, 0], "preload")],
+)
 def test_a_learner_host_with_xla_runs_tensorflow_on_one_thread(xla, threads, made):
     # One thread under XLA (cheaper for the MLP: docs/notebook.md, "Where the CPU goes");
     # TensorFlow's default pools (0: one thread per core) without it, where the CNN step
