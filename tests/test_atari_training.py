@@ -20,7 +20,7 @@ def test_pong_smoke_run_with_lstm(local_ray, tmp_path):
     config = TrainConfig.from_keys(
         dict(
             env="ALE/Pong-v5",
-            num_actors=2,
+            num_actors=1,
             use_lstm=True,
             seed=3,
             logdir=str(tmp_path / "run"),
