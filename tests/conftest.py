@@ -4,8 +4,9 @@ One embedded Ray serves every test that asks for it (Ray costs seconds to start)
 joins it instead of starting its own.
 
 Tiers: a test that starts Ray or another process is marked `launches` (by hand, or here for
-every test that asks for `local_ray`). `pytest --fast` (`make test-fast`) runs only the
-others, and makes a launch fail the test that tried it, so a missing mark shows at once.
+every test that asks for `local_ray`), one that compiles XLA steps `compiles`. `pytest --fast`
+(`make test-fast`) runs only the others, and makes a launch fail the test that tried it, so a
+missing mark shows at once.
 """
 
 import os
@@ -61,6 +62,9 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "launches: starts Ray or another process (not in --fast)")
+    config.addinivalue_line(
+        "markers", "compiles: compiles XLA steps, ~10 s each on 2 cores (not in --fast)"
+    )
     # The learner's XLA compilation cache (and any other per-user cache) goes to a directory
     # of this session's, not the user's ~/.cache: the processes the tests start inherit it
     # (xdist's workers too, set here by the controller before it starts them).
@@ -81,7 +85,12 @@ def pytest_collection_modifyitems(config, items):
         if "local_ray" in item.fixturenames:
             item.add_marker(pytest.mark.launches)
     if config.getoption("--fast"):
-        kept = [item for item in items if item.get_closest_marker("launches") is None]
+        kept = [
+            item
+            for item in items
+            if item.get_closest_marker("launches") is None
+            and item.get_closest_marker("compiles") is None
+        ]
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept
         # For the whole session, not per test: module-scoped fixtures (a worker process

@@ -45,6 +45,7 @@ def _plan_learners(*argv):
     return plan, learners
 
 
+@pytest.mark.compiles
 @pytest.mark.parametrize(
     "argv",
     [("--env", "CartPole-v1"), ("--env", "Acrobot-v1", "--popart", "--kl-cost", "0.1")],
