@@ -14,12 +14,14 @@ STAMP  := $(VENV)/.installed-stamp
 venv: $(STAMP)
 
 # Reinstalls whenever the package metadata or this file changes; the editable install means
-# source edits need no reinstall.
+# source edits need no reinstall. --no-compile: pip would byte-compile every module of every
+# package (TensorFlow's thousands), about half the install's time; Python compiles the
+# modules a run imports on their first import instead.
 $(STAMP): pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "impala-rep needs Python 3.11, got " + sys.version.split()[0]'
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip "setuptools>=69" wheel
-	$(VENV)/bin/python -m pip install --quiet --editable '.[test,atari,minatar,mujoco,box2d,minigrid,docs]'
+	$(VENV)/bin/python -m pip install --quiet --no-compile --editable '.[test,atari,minatar,mujoco,box2d,minigrid,docs]'
 	@touch $(STAMP)
 
 # A short CartPole run on an embedded local Ray,
