@@ -112,9 +112,8 @@ def describe_env(env_id: str, *, observation_keys: tuple[str, ...] | None = None
     dependencies such as Box2D), action spaces no policy here can act in, observations
     the actors and networks cannot take, and `observation_keys` that are not there.
     """
+    check_env_options(env_id, observation_keys=observation_keys)
     _check_env_id(env_id)
-    if observation_keys is not None and _has_own_pipeline(env_id):
-        raise ValueError(_not_a_dict(env_id, observation_keys, "Box"))
     if atari.is_atari_id(env_id):
         # One sub-env, for its spaces: [84, 84, 4] uint8 and the minimal action set.
         env = atari.make_atari_vector_env(env_id, num_envs=1, seed=0)
@@ -352,10 +351,9 @@ def make_vector_env(
         sticky_actions=sticky_actions,
         episodic_life=episodic_life,
         max_episode_steps=max_episode_steps,
+        observation_keys=observation_keys,
     )
     _check_env_id(env_id)
-    if observation_keys is not None and _has_own_pipeline(env_id):
-        raise ValueError(_not_a_dict(env_id, observation_keys, "Box"))
     if atari.is_atari_id(env_id):
         # Already reset with `seed` (sub-env i gets seed + i).
         return atari.make_atari_vector_env(
@@ -396,6 +394,7 @@ def check_env_options(
     sticky_actions: float | None = None,
     episodic_life: bool = False,
     max_episode_steps: int | None = None,
+    observation_keys: tuple[str, ...] | None = None,
 ) -> None:
     """Raises a one-line ValueError if an option does not apply to `env_id` (its range is
     `EnvConfig`'s to check, and the env builders').
@@ -404,7 +403,7 @@ def check_env_options(
     configuration can call it before anything starts.
     """
     if sticky_actions is not None:
-        if not (atari.is_atari_id(env_id) or minatar.is_minatar_id(env_id)):
+        if not _has_own_pipeline(env_id):
             raise ValueError(
                 f"bad sticky_actions {sticky_actions!r}: sticky actions apply to Atari "
                 "('ALE/<Game>-v5', '<Game>NoFrameskip-v4') and MinAtar "
@@ -415,13 +414,13 @@ def check_env_options(
             f"bad episodic_life {episodic_life!r}: a life loss ending the episode applies "
             f"to Atari ids ('ALE/<Game>-v5', '<Game>NoFrameskip-v4'), not {env_id!r}"
         )
-    if max_episode_steps is not None and (
-        atari.is_atari_id(env_id) or minatar.is_minatar_id(env_id)
-    ):
+    if max_episode_steps is not None and _has_own_pipeline(env_id):
         raise ValueError(
             f"bad max_episode_steps {max_episode_steps!r}: a time limit applies to "
             f"gymnasium's own ids, not the Atari or MinAtar id {env_id!r}"
         )
+    if observation_keys is not None and _has_own_pipeline(env_id):
+        raise ValueError(_not_a_dict(env_id, observation_keys, "Box"))
 
 
 def _make_same_step_vector_env(
@@ -519,20 +518,19 @@ def _check_env_id(env_id: str) -> None:
                 f"environment id {env_id!r}: cannot import module {module!r} ({err})"
             ) from None
     registered = gymnasium.envs.registry.get(registered_id)
+    if registered is None:
+        close = difflib.get_close_matches(registered_id, list(gymnasium.envs.registry), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"unknown environment id {env_id!r}: not registered with gymnasium{hint}")
     for package, (module, extra) in _GYMNASIUM_EXTRAS.items():
         if (
-            registered is not None
-            and str(registered.entry_point).startswith(package)
+            str(registered.entry_point).startswith(package)
             and importlib.util.find_spec(module) is None
         ):
             raise ValueError(
                 f"environment id {env_id!r} needs {module}: "
                 f"install the {extra} extra: pip install -e '.[{extra}]'"
             )
-    if registered is None:
-        close = difflib.get_close_matches(registered_id, list(gymnasium.envs.registry), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"unknown environment id {env_id!r}: not registered with gymnasium{hint}")
 
 
 def _needs_ale_py(env_id: str) -> bool:

@@ -7,7 +7,7 @@ import pytest
 from in_process_cli import refused_in_process
 
 from impala_rep.config import EnvConfig
-from impala_rep.envs import describe_env, make_vector_env
+from impala_rep.envs import check_env_options, describe_env, make_vector_env
 
 # tests/observation_spaces_env.py: MiniGrid's layout on CartPole. "image" [5, 5, 3] uint8
 # (every cell the step number mod 11), "direction" Discrete(4) (the step number mod 4),
@@ -169,3 +169,20 @@ def test_minigrid_needs_its_mission_left_out_and_gives_its_image_to_the_cnn():
         reference.close()
     assert obs.shape == (2, 7, 7, 3)
     np.testing.assert_array_equal(obs[0], image)
+
+
+@pytest.mark.parametrize("env_id", ["MinAtar/Breakout-v1", "ALE/Pong-v5"])
+def test_keys_for_an_atari_or_minatar_id_are_refused_before_anything_is_built(env_id):
+    # Their images are of the platform's own making: no Dict to select from.
+    expected = (
+        "bad observation_keys 'image': they select parts of Dict observations, and "
+        f"environment {env_id!r} has Box observations; leave them out"
+    )
+    for check in (
+        lambda: check_env_options(env_id, observation_keys=("image",)),
+        lambda: describe_env(env_id, observation_keys=("image",)),
+        lambda: make_vector_env(env_id, num_envs=1, seed=0, observation_keys=("image",)),
+    ):
+        with pytest.raises(ValueError) as error:
+            check()
+        assert str(error.value) == expected

@@ -205,7 +205,7 @@ def load_env(env_id: str) -> tuple[str, Any]:
 
     import gymnasium
 
-    module_name, registered_id = env_id.split(":", 1)
+    module_name, _, registered_id = env_id.rpartition(":")  # as envs' `_check_env_id` reads it
     if not module_name or not registered_id:
         raise ValueError(f"bad env {env_id!r}: expected {CODE_SPEC_FORMS['env']}")
     module, own = _import(module_name, spec=env_id, what="env")
