@@ -14,10 +14,9 @@ STAMP  := $(VENV)/.installed-stamp
 venv: $(STAMP)
 
 # Reinstalls whenever the package metadata or this file changes; the editable install means
-# source edits need no reinstall. pip byte-compiles every installed module on one core, about
-# half the install's time: compileall does it on every core. (Compiled they must be: with
-# PYTHONDONTWRITEBYTECODE set, as on this project's machines, every process would recompile
-# TensorFlow's modules on import.)
+# source edits need no reinstall. pip byte-compiles every installed module on one core;
+# compileall does it on every core. (Compiled they must be: where PYTHONDONTWRITEBYTECODE is
+# set, every process would otherwise recompile TensorFlow's modules on import.)
 $(STAMP): pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "impala-rep needs Python 3.11, got " + sys.version.split()[0]'
 	$(PYTHON) -m venv $(VENV)
