@@ -55,6 +55,7 @@ __all__ = [
     "Extension",
     "BatchTransform",
     "RewardScaling",
+    "ObservationNormalization",
     "PopArt",
     "RandomNetworkDistillation",
     "EXTENSION_TYPES",
@@ -161,6 +162,50 @@ class RewardScaling(_AgentAndLossUnchanged):
 
 
 @dataclasses.dataclass(frozen=True)
+class ObservationNormalization:
+    """Vector observations standardised by the running mean and variance of every observation
+    trained on (`impala_rep.observation_normalization`), then clipped to [-clip, clip].
+
+    The statistics are the agent's variable (published with the weights, checkpointed with
+    them), moved by the learner after each update with the whole batch's moments. It keeps the
+    policy's acting twin, itself in numpy: actors normalise as the learner does."""
+
+    clip: float = 10.0
+
+    title = "Observation normalisation (`--normalize-observations`)"
+    checks_base_loss = False
+    metrics = {"observation_count": "observations the normalisation statistics are made of"}
+
+    def wrap_agent(self, builder: Callable[[], Any]) -> AgentBuilder:
+        twin = getattr(builder, "twin", None)
+        return AgentBuilder(
+            build=functools.partial(_normalizing_agent, policy=builder, clip=self.clip),
+            twin=None
+            if twin is None
+            else functools.partial(_normalizing_twin, policy_twin=twin, clip=self.clip),
+        )
+
+    def wrap_loss(self, loss: Callable[..., Any] | None) -> Callable[..., Any]:
+        return functools.partial(_normalizing_loss, base_loss=loss)
+
+    def check_agent(self, agent: Any) -> None:
+        # The loss's check covers it: only normalizing_loss_fn reports `observation_count`,
+        # and it needs the NormalizingAgent (which extensions wrapped after it may hide).
+        pass
+
+    def check_output(self, output: Any) -> None:
+        if "observation_count" not in output.means:
+            raise ValueError(
+                "bad normalize_observations True: the loss does not update the statistics (no "
+                "'observation_count' metric); give the Learner loss_fn=impala_rep."
+                "observation_normalization.normalizing_loss_fn, or normalize_observations False"
+            )
+
+    def batch_transform(self) -> None:
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
 class PopArt:
     """PopArt's head and value normalisation (`impala_rep.popart`), step size `step_size`.
 
@@ -261,7 +306,7 @@ class RandomNetworkDistillation:
 
 
 # Every built-in extension, in the order they wrap (the docs list their metrics from here).
-EXTENSION_TYPES = (RewardScaling, PopArt, RandomNetworkDistillation)
+EXTENSION_TYPES = (RewardScaling, ObservationNormalization, PopArt, RandomNetworkDistillation)
 
 
 def extensions_for(loss: Any, env_spec: Any = None) -> tuple[Extension, ...]:
@@ -273,6 +318,13 @@ def extensions_for(loss: Any, env_spec: Any = None) -> tuple[Extension, ...]:
     extensions: list[Extension] = []
     if loss.normalize_rewards:
         extensions.append(RewardScaling(discount=float(loss.discount)))
+    if loss.normalize_observations:
+        if env_spec is not None and len(env_spec.observation_shape) != 1:
+            raise ValueError(
+                f"bad normalize_observations True: it needs vector observations, got shape "
+                f"{tuple(env_spec.observation_shape)}; images are scaled by their network"
+            )
+        extensions.append(ObservationNormalization())
     if loss.popart:
         extensions.append(PopArt(step_size=float(loss.popart_step_size)))
     if loss.rnd_cost:
@@ -326,6 +378,24 @@ def wrap(
 
 
 # The builders below import TensorFlow only when called, in the process that builds the agent.
+
+
+def _normalizing_agent(*, policy: Callable[[], Any], clip: float) -> Any:
+    from impala_rep.observation_normalization import NormalizingAgent
+
+    return NormalizingAgent(policy(), clip=clip)
+
+
+def _normalizing_twin(*, policy_twin: Callable[[], Any], clip: float) -> Any:
+    from impala_rep.observation_normalization import HostNormalizingAgent
+
+    return HostNormalizingAgent(policy_twin(), clip=clip)
+
+
+def _normalizing_loss(**kwargs: Any) -> Any:
+    from impala_rep.observation_normalization import normalizing_loss_fn
+
+    return normalizing_loss_fn(**kwargs)
 
 
 def _popart_agent(*, policy: Callable[[], Any]) -> Any:

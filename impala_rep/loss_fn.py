@@ -73,6 +73,7 @@ __all__ = [
     "impala_loss_fn",
     "apply_loss",
     "check_loss_output",
+    "chain_after_updates",
     "LEARNER_METRICS",
 ]
 
@@ -178,6 +179,21 @@ def impala_loss_fn(
             distribution=action_distribution(agent),
         )
     )
+
+
+def chain_after_updates(
+    first: Callable[..., None] | None, then: Callable[..., None]
+) -> Callable[..., None]:
+    """An `after_update` doing `then` after `first` (a base loss's own, or None): for a loss
+    that wraps another and has state of its own to move after the update."""
+    if first is None:
+        return then
+
+    def both(*, applied):
+        first(applied=applied)
+        then(applied=applied)
+
+    return both
 
 
 def apply_loss(

@@ -36,7 +36,7 @@ import tensorflow as tf
 
 from impala_rep.agent import AgentInputs, assign_weights, weights_of
 from impala_rep.extensions import PopArt
-from impala_rep.loss_fn import LossOutput, impala_loss_fn
+from impala_rep.loss_fn import LossOutput, chain_after_updates, impala_loss_fn
 from impala_rep.losses import batch_mean
 from impala_rep.shapes import assert_shape
 
@@ -264,17 +264,5 @@ def popart_loss_fn(
     )
     return base._replace(
         means={**base.means, "popart_mean": mean, "popart_scale": scale},
-        after_update=_chain(base.after_update, update),
+        after_update=chain_after_updates(base.after_update, update),
     )
-
-
-def _chain(first: Callable[..., None] | None, then: Callable[..., None]) -> Callable[..., None]:
-    """`then`, after `first` if there is one (a base loss's own after-update work)."""
-    if first is None:
-        return then
-
-    def both(*, applied):
-        first(applied=applied)
-        then(applied=applied)
-
-    return both

@@ -5,8 +5,8 @@ The device count is fixed when TensorFlow initialises, so tests/test_loss_fn.py 
 process pays TensorFlow's import) and compares what it prints, `{case: result}`, with the
 same cases on one device in the test process (`run_case` is shared). Nothing here
 asserts. Cases (`CASES`): the custom-agent example's batch-norm agent with its
-L2-regularised loss, and the MLP agent with RND's networks and bonus (impala_rep/rnd.py), on
-every batch or only on constant step costs.
+L2-regularised loss, the MLP agent with RND's networks and bonus (impala_rep/rnd.py), on
+every batch or only on constant step costs, with PopArt, and with observation normalisation.
 """
 
 import functools
@@ -89,13 +89,38 @@ def _popart():
     return _make_popart_agent, functools.partial(popart_loss_fn, step_size=0.1), (4,), 2, 0.5
 
 
+def _make_normalizing_agent(*, observation_shape, num_actions):
+    from impala_rep import MLPAgent
+    from impala_rep.observation_normalization import NormalizingAgent
+
+    return NormalizingAgent(MLPAgent(num_actions=num_actions), clip=10.0)
+
+
+def _observation_normalization():
+    from impala_rep.observation_normalization import normalizing_loss_fn
+
+    return _make_normalizing_agent, normalizing_loss_fn, (3,), 2, 0.05
+
+
+def _offset_observations(batch, seed):
+    """Observations far from the identity's mean and scale, and each shard's unlike the
+    other's (columns in the second half shifted): moments of one shard would show."""
+    observations = batch.observations * np.array([5.0, 0.5, 2.0]) + np.array([10.0, -3.0, 0.0])
+    observations[:, batch.observations.shape[1] // 2 :] += 4.0 * (seed + 1)
+    return batch._replace(observations=observations.astype(np.float32))
+
+
 CASES = {
     "custom_agent": _custom_agent,
     "rnd": _rnd,
     "rnd_step_costs": _rnd_step_costs,
     "popart": _popart,
+    "observation_normalization": _observation_normalization,
 }
-BATCHES = {"rnd_step_costs": _step_costs}  # the rest train on random unrolls as they are
+BATCHES = {
+    "rnd_step_costs": _step_costs,
+    "observation_normalization": _offset_observations,
+}  # the rest train on random unrolls as they are
 
 
 def run_case(replicator, case="custom_agent"):

@@ -43,7 +43,8 @@ def test_a_gaussian_policy_trains_on_pendulum_resumes_and_evaluates(tmp_path):
     RAY_ADDRESS names a Ray that is not there, which the embedded start must not try to join
     (ray.init would wait for it forever). The resume runs in one process (--launcher local):
     restoring the policy does not depend on the launcher, and the suite saves a Ray start. The
-    greedy evaluation is quiet too, and writes its JSON."""
+    greedy evaluation is quiet too, and writes its JSON. It normalises observations by running
+    statistics, which the resume restores and goes on moving (they are in the checkpoint)."""
     logdir = tmp_path / "run"
     small = ["--num-actors", "1", "--envs-per-actor", "8", "--unroll-length", "20"]
     done = _run(
@@ -52,6 +53,7 @@ def test_a_gaussian_policy_trains_on_pendulum_resumes_and_evaluates(tmp_path):
         "Pendulum-v1",
         "--total-frames",
         "6400",
+        "--normalize-observations",
         "--logdir",
         str(logdir),
         *small,
@@ -65,10 +67,14 @@ def test_a_gaussian_policy_trains_on_pendulum_resumes_and_evaluates(tmp_path):
     records = _records(logdir)
     assert records[-1]["frames"] >= 6400 and records[-1]["loss"] is not None
     assert all(r["loss"] is None or abs(r["loss"]) < 1e6 for r in records)
+    counted = max(r.get("observation_count") or 0 for r in records)
+    assert counted > 0
     done = _run("train", "--resume", str(logdir), "--total-frames", "9600", "--launcher", "local")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    last = _records(logdir)[-1]
+    resumed = _records(logdir)[len(records) :]
+    last = resumed[-1]
     assert last["frames"] >= 9600
+    assert min(r["observation_count"] for r in resumed if r.get("observation_count")) >= counted
     out = tmp_path / "evaluation.json"
     done = _run(
         "evaluate",

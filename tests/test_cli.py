@@ -517,6 +517,7 @@ def test_locked_keys_are_the_env_and_the_whole_agent_group():
         "env",
         "observation_keys",
         "normalize_rewards",
+        "normalize_observations",
         "popart",
         "optimizer",
     } | {f.key for f in config_fields() if f.group == "agent"}
@@ -529,6 +530,7 @@ def test_locked_keys_are_the_env_and_the_whole_agent_group():
         "scale_observations",
         "agent",
         "normalize_rewards",
+        "normalize_observations",
         "popart",
         "optimizer",
     }

@@ -95,10 +95,16 @@ def test_a_users_extension_wraps_the_loss_and_its_check_holds():
 def test_the_config_turns_on_the_built_in_extensions_in_wrapping_order():
     assert extensions_for(LossConfig(normalize_rewards=False)) == ()
     chosen = extensions_for(
-        LossConfig(normalize_rewards=True, popart=True, rnd_cost=2.0, rnd_step_costs_only=False)
+        LossConfig(
+            normalize_rewards=True,
+            normalize_observations=True,
+            popart=True,
+            rnd_cost=2.0,
+            rnd_step_costs_only=False,
+        )
     )
     assert [type(e) for e in chosen] == list(EXTENSION_TYPES)
-    assert chosen[2].cost == 2.0 and chosen[2].step_costs_only is False
+    assert chosen[3].cost == 2.0 and chosen[3].step_costs_only is False
     assert all(isinstance(e, Extension) for e in chosen)
     # Only reward scaling works on the learner hosts' batches.
     transforms = batch_transforms(chosen)

@@ -209,3 +209,33 @@ def test_popart_two_replicas_equal_one(replicator, on_two_replicas):
     assert len(one["weights"]) == one["num_trainable"] + 1  # the (mean, second moment) pair
     assert abs(one["weights"][-1][1] - 1.0) > 1e-2  # the second moment moved from its start
     _same_metrics(two, one)
+
+
+@pytest.mark.launches
+def test_observation_normalization_two_replicas_equal_one_and_numpy(replicator, on_two_replicas):
+    """The running statistics fold in the whole batch's moments (every replica's shard), so the
+    published statistics, the last weight, agree on 2 replicas and 1; and they are the mean and
+    variance numpy gives over every step trained on, the bootstrap observations left out
+    (impala_rep/observation_normalization.py)."""
+    two, one = _two_replicas_and_one(replicator, on_two_replicas, "observation_normalization")
+    _same_metrics(two, one)
+    steps = np.concatenate(
+        [
+            loss_fn_worker._offset_observations(
+                random_unroll(
+                    T=loss_fn_worker.T, B=loss_fn_worker.B, obs_size=3, num_actions=2, seed=s
+                ),
+                s,
+            )
+            .observations[:-1]
+            .reshape(-1, 3)
+            for s in range(loss_fn_worker.STEPS)
+        ]
+    )
+    count, mean, variance = np.asarray(one["weights"][-1])
+    np.testing.assert_allclose(count, len(steps))
+    np.testing.assert_allclose(mean, steps.mean(0), rtol=1e-5)
+    np.testing.assert_allclose(variance, steps.var(0), rtol=1e-4)
+    # Each step reported the count its batch was normalised with: none, then one batch's.
+    per_batch = loss_fn_worker.T * loss_fn_worker.B
+    assert [m["observation_count"] for m in one["metrics"]] == [0.0, per_batch, 2 * per_batch]

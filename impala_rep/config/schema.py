@@ -359,6 +359,11 @@ class LossConfig:
         "divide rewards by the running standard deviation of the discounted return, "
         "measured by the actors (before any clipping)",
     )
+    normalize_observations: bool = _field(
+        False,
+        "standardise vector observations by the running mean and variance of all those "
+        "trained on (clipped to +-10), in place of --scale-observations' declared bounds",
+    )
     rnd_cost: float | None = _field(
         None,
         "weight of random network distillation's novelty bonus, added to the (scaled) "
@@ -406,7 +411,7 @@ class LossConfig:
             optional=True,
         )
         _numbers(self, ("popart_step_size",), lambda v: 0 < v <= 1, "must be in (0, 1]")
-        _bools(self, "normalize_rewards", "rnd_step_costs_only", "popart")
+        _bools(self, "normalize_rewards", "normalize_observations", "rnd_step_costs_only", "popart")
         _bools(self, "normalize_advantages", auto=True)
         require(
             self.reward_clipping in REWARD_CLIPPING,

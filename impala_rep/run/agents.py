@@ -107,5 +107,8 @@ def builtin_agent_factory(config: TrainConfig, env_spec) -> Callable[[], Any]:
 
 def _observation_normalization(config: TrainConfig, env_spec) -> Any:
     """The built-in MLP's input scaling: `declared_bounds_normalization` when
-    `scale_observations`, else None."""
-    return declared_bounds_normalization(env_spec) if config.agent.scale_observations else None
+    `scale_observations`, else None; None too under running normalisation, which has already
+    standardised what the MLP sees (bounds would shrink it again)."""
+    if config.loss.normalize_observations or not config.agent.scale_observations:
+        return None
+    return declared_bounds_normalization(env_spec)

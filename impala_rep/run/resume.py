@@ -27,12 +27,12 @@ __all__ = ["LOCKED_KEYS", "RESUME_RULES", "load_run_config", "resumed_config", "
 # The env id and the observation keys kept (the agent's input), every field of the agent
 # group (a field added there is locked too), and reward scaling: its running moments are
 # part of the checkpoint only when it is on, and the values the agent learned are in its
-# units; PopArt, whose head and statistics are in the checkpoint only when it is on; the
-# optimizer, whose slots the checkpoint holds.
+# units; observation normalisation and PopArt, whose statistics (and PopArt's head) are in the
+# checkpoint only when they are on; the optimizer, whose slots the checkpoint holds.
 LOCKED_KEYS = (
     ("env", "observation_keys")
     + tuple(field.key for field in config_fields() if field.group == "agent")
-    + ("normalize_rewards", "popart", "optimizer")
+    + ("normalize_rewards", "normalize_observations", "popart", "optimizer")
 )
 
 # What `--resume` does with each setting it does not simply take as given: the reference's

@@ -1,0 +1,227 @@
+"""Running observation normalisation (`--normalize-observations`): every vector observation
+standardised by the running mean and variance of all the observations trained on so far, as
+Stable-Baselines3's `VecNormalize` and Sample Factory's `normalize_input` do, for tasks whose
+observations have no useful declared bounds (MuJoCo's are infinite, their scales 1e-2 to 1e1).
+
+The extension `impala_rep.extensions.ObservationNormalization` wraps the run's agent in a
+`NormalizingAgent` and its loss in `normalizing_loss_fn`:
+
+- `NormalizingAgent` composes any agent for vector observations: it feeds its policy
+  `clip((x - mean) / sqrt(var + EPSILON), -clip, clip)`. The statistics are one non-trainable
+  variable, published with the weights (its last weight) and checkpointed with the agent: the
+  actors act with the statistics the learner trained with, and a resumed run goes on with them.
+  A new agent's statistics are those of no observation (count 0, mean 0, variance 1): the
+  identity.
+- The statistics move in the learner, not in each actor (as `VecNormalize` does, one process
+  per set of envs): every actor then sees one normalisation, the learner's, and the replicas
+  and learner hosts of a group agree, since each update folds in the whole batch's moments
+  (all-reduced) with Chan et al.'s parallel formula, after the update (`after_update`, as
+  PopArt's statistics move): the next batch is normalised with them.
+- `HostNormalizingAgent` is the acting twin, in numpy, over the policy's own twin: with the
+  built-in MLP, actors still import no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "NormalizingAgent",
+    "HostNormalizingAgent",
+    "normalizing_loss_fn",
+    "normalized",
+    "updated_statistics",
+    "EPSILON",
+]
+
+# Added to the variance: a dimension that never moved is left as it is, not blown up.
+EPSILON = 1e-8
+
+
+def normalized(observation: Any, statistics: Any, *, clip: float, xp: Any = np) -> Any:
+    """`[..., D]` observations standardised by `statistics` (`[3, D]`: count, mean, variance
+    rows) and clipped to [-clip, clip]. `xp`: the array module, numpy for the actors' twin,
+    `tensorflow.experimental.numpy` for the agent (one formula for both)."""
+    mean, variance = statistics[1], statistics[2]
+    return xp.clip((observation - mean) / xp.sqrt(variance + EPSILON), -clip, clip)
+
+
+def updated_statistics(
+    *, statistics: Any, batch_mean: Any, batch_variance: Any, batch_count: Any
+) -> Any:
+    """`[3, D]` statistics with a batch's moments folded in (Chan, Golub and LeVeque's parallel
+    update, as `VecNormalize`'s `RunningMeanStd`): the mean and (population) variance of every
+    observation seen, the batch's included."""
+    import tensorflow as tf
+
+    count, mean, variance = tf.unstack(tf.convert_to_tensor(statistics, tf.float32))
+    batch_count = tf.cast(batch_count, tf.float32)
+    total = count + batch_count
+    delta = batch_mean - mean
+    new_mean = mean + delta * batch_count / total
+    squares = variance * count + batch_variance * batch_count
+    new_variance = (squares + tf.square(delta) * count * batch_count / total) / total
+    return tf.stack([total, new_mean, new_variance])
+
+
+class NormalizingAgent:
+    """`policy` (any `impala_rep.Agent` for vector observations `[D]`) fed observations
+    standardised by the running statistics (see the module docstring).
+
+    Its weights are the policy's, then the statistics `[3, D]` (count, mean, variance)."""
+
+    def __init__(self, policy: Any, *, clip: float):
+        self.policy = policy
+        self.clip = float(clip)
+        self.num_actions = policy.num_actions
+        self.action_distribution = getattr(policy, "action_distribution", None)
+        self._statistics = None  # made in build(), inside the replicator's scope
+
+    def initial_state(self, batch_size: int) -> Any:
+        return self.policy.initial_state(batch_size)
+
+    def build(self, observation_shape: Sequence[int]) -> None:
+        import tensorflow as tf
+
+        if len(observation_shape) != 1:
+            raise ValueError(
+                f"observation normalisation needs vector observations, got shape "
+                f"{tuple(observation_shape)}"
+            )
+        self.policy.build(observation_shape)
+        if self._statistics is None:
+            (size,) = observation_shape
+            # Assigned inside the replicated step with what every replica computed alike
+            # (whole-batch moments): the first replica's value is kept.
+            self._statistics = tf.Variable(
+                np.stack([np.zeros(size), np.zeros(size), np.ones(size)]).astype(np.float32),
+                trainable=False,
+                name="observation_statistics",
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+            )
+
+    def normalize(self, observation: Any) -> Any:
+        """`[..., D]` observations as the policy sees them."""
+        import tensorflow as tf
+        import tensorflow.experimental.numpy as tnp
+
+        x = tf.cast(observation, tf.float32)
+        return normalized(x, tf.convert_to_tensor(self._statistics), clip=self.clip, xp=tnp)
+
+    def step(self, inputs: Any, state: Any):
+        return self.policy.step(
+            inputs._replace(observation=self.normalize(inputs.observation)), state
+        )
+
+    def unroll(self, inputs: Any, state: Any):
+        return self.policy.unroll(
+            inputs._replace(observation=self.normalize(inputs.observation)), state
+        )
+
+    @property
+    def statistics(self) -> Any:
+        return self._statistics
+
+    def update_statistics(self, observations: Any, *, applied: Any = True) -> None:
+        """Folds `[T, B', D]` observations (this replica's shard of the batch; every replica's
+        together when called inside a replicated step) into the statistics; nothing changes
+        where `applied` is False (an update the learner refused)."""
+        import tensorflow as tf
+
+        x = tf.cast(observations, tf.float32)
+        x = tf.reshape(x, [-1, tf.shape(x)[-1]])
+        mean, square_mean = tf.reduce_mean(x, 0), tf.reduce_mean(tf.square(x), 0)
+        count = tf.cast(tf.shape(x)[0], tf.float32)
+        context = tf.distribute.get_replica_context()
+        if context is not None and context.num_replicas_in_sync > 1:
+            # Equal shards: the whole batch's moments are the mean of the shards'.
+            mean, square_mean = context.all_reduce(tf.distribute.ReduceOp.MEAN, [mean, square_mean])
+            count = count * context.num_replicas_in_sync
+        new = updated_statistics(
+            statistics=self._statistics,
+            batch_mean=mean,
+            batch_variance=tf.maximum(square_mean - tf.square(mean), 0.0),
+            batch_count=count,
+        )
+        # tf.where, not tf.cond: an assign of a mirrored variable cannot sit in a cond branch.
+        applied = tf.convert_to_tensor(applied, tf.bool)
+        self._statistics.assign(tf.where(applied, new, tf.convert_to_tensor(self._statistics)))
+
+    @property
+    def trainable_variables(self) -> list:
+        return list(self.policy.trainable_variables)
+
+    @property
+    def non_trainable_variables(self) -> list:
+        return [*getattr(self.policy, "non_trainable_variables", ()), self._statistics]
+
+    def get_weights(self) -> list[np.ndarray]:
+        from impala_rep.agent import weights_of
+
+        return [*self.policy.get_weights(), *weights_of([self._statistics])]
+
+    def set_weights(self, weights: Sequence[np.ndarray]) -> None:
+        from impala_rep.agent import assign_weights
+
+        self.policy.set_weights(list(weights[:-1]))
+        assign_weights([self._statistics], list(weights[-1:]))
+
+
+class HostNormalizingAgent:
+    """`NormalizingAgent`'s acting twin: `policy_twin` (the policy's own twin) fed observations
+    standardised in numpy by the statistics, the last of the weights it is given."""
+
+    is_acting_twin = True
+
+    def __init__(self, policy_twin: Any, *, clip: float):
+        self.policy = policy_twin
+        self.clip = float(clip)
+        self.num_actions = policy_twin.num_actions
+        self.action_distribution = getattr(policy_twin, "action_distribution", None)
+
+    def weight_shapes(self, observation_shape: Sequence[int]) -> list[tuple[int, ...]]:
+        return [*self.policy.weight_shapes(observation_shape), (3, *observation_shape)]
+
+    def host_step(self, weights: Sequence[np.ndarray], inputs: Any) -> Any:
+        *policy_weights, statistics = weights
+        observation = normalized(
+            np.asarray(inputs.observation, np.float32), statistics, clip=self.clip
+        ).astype(np.float32)
+        return self.policy.host_step(policy_weights, inputs._replace(observation=observation))
+
+
+def normalizing_loss_fn(
+    *,
+    base_loss: Callable[..., Any] | None = None,
+    agent: NormalizingAgent,
+    inputs: Any,
+    **tensors: Any,
+) -> Any:
+    """`base_loss` (None: the IMPALA loss) given `agent.policy` and the inputs as the policy saw
+    them (normalised), then the statistics updated with the batch's observations after the
+    update. Keywords as `impala_rep.loss_fn` documents; `agent` a `NormalizingAgent`.
+
+    Metrics (means): `observation_count`, the observations the statistics hold (before this
+    batch's)."""
+    import tensorflow as tf
+
+    from impala_rep.loss_fn import chain_after_updates, impala_loss_fn
+
+    base_loss = impala_loss_fn if base_loss is None else base_loss
+    base = base_loss(
+        agent=agent.policy,
+        inputs=inputs._replace(observation=agent.normalize(inputs.observation)),
+        **tensors,
+    )
+    # The T steps taken, not the bootstrap observation [-1] (the next batch's first).
+    steps = tf.convert_to_tensor(inputs.observation)[:-1]
+    update = functools.partial(agent.update_statistics, steps)
+    count = tf.convert_to_tensor(agent.statistics)[0, 0]
+    return base._replace(
+        means={**base.means, "observation_count": count},
+        after_update=chain_after_updates(base.after_update, update),
+    )
