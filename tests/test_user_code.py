@@ -188,8 +188,8 @@ def test_a_file_that_imports_a_module_beside_it_trains(tmp_path, launcher):
     # masking.py; that folder is neither the working directory nor on any path: the driver
     # finds the siblings while importing the files, named relative to the working directory,
     # and Ray's learner and actor processes get them by value. The default launcher starts
-    # its own embedded Ray; on two learner replicas (cpu:2) the learner is a Ray process
-    # too (the example's agent and loss on two replicas: test_examples.py).
+    # its own embedded Ray, the learner a Ray process of its own too (--learner-process ray;
+    # the example's agent and loss on two replicas: test_examples.py).
     code, elsewhere, logdir = tmp_path / "code", tmp_path / "elsewhere", tmp_path / "run"
     write_env(code, "MaskedCartPole-v0")
     elsewhere.mkdir()
@@ -210,7 +210,7 @@ def test_a_file_that_imports_a_module_beside_it_trains(tmp_path, launcher):
             "../code/my_agent.py:my_loss",
             "--launcher",
             launcher,
-            *(["--learner-devices", "cpu:2"] if launcher == "ray" else []),
+            *(["--learner-process", "ray"] if launcher == "ray" else []),
             "--total-frames",
             "3200",
             "--num-actors",
@@ -236,7 +236,8 @@ def test_a_file_that_imports_a_module_beside_it_trains(tmp_path, launcher):
     assert config["env"]["id"] == f"{code / 'masked_cartpole.py'}:MaskedCartPole-v0"
     assert config["agent"]["factory"] == f"{code / 'my_agent.py'}:make_agent"
     assert config["loss"]["function"] == f"{code / 'my_agent.py'}:my_loss"
-    assert config["learner"]["devices"] == ("cpu:2" if launcher == "ray" else "cpu")
+    if launcher == "ray":
+        assert config["run"]["learner_process"] == "ray"
     records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
     # 3,200 frames in batches of 20 x 16: 10 batches, each trained on `passes` times.
     assert records[-1]["learner_steps"] == 10 * TrainConfig().learner.passes
