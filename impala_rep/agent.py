@@ -33,6 +33,7 @@ __all__ = [
     "MLPTorso",
     "flat_observations",
     "layer_variables",
+    "free_params_variable",
     "weights_of",
     "assign_weights",
 ]
@@ -76,6 +77,14 @@ class Agent(Protocol):
 def layer_variables(layers: Sequence[tf.keras.layers.Layer]) -> list[tf.Variable]:
     """The trainable variables of `layers`, in a fixed order (weights travel as a list)."""
     return [v for layer in layers for v in layer.trainable_variables]
+
+
+def free_params_variable(count: int, *, initial_log_std: float) -> tf.Variable:
+    """The policy's state-independent parameters (a Gaussian's log standard deviations, one per
+    action dimension), all starting at `initial_log_std`: the built-in agents' last weight."""
+    return tf.Variable(
+        tf.fill([count], float(initial_log_std)), trainable=True, name="policy_free_params"
+    )
 
 
 def weights_of(variables: Sequence[tf.Variable]) -> list[np.ndarray]:
@@ -159,7 +168,7 @@ class MLPAgent:
     `action_distribution` (`impala_rep.distributions`; None: a softmax over `num_actions`
     logits) is what it acts with: its policy head gives the distribution's `head_params`,
     and its `free_params` (a Gaussian's log-stds) are one more variable, the last weight,
-    starting at 0. `num_actions` is the distribution's `num_params`.
+    starting at `initial_log_std`. `num_actions` is the distribution's `num_params`.
     """
 
     def __init__(
@@ -169,11 +178,13 @@ class MLPAgent:
         hidden_sizes: Sequence[int] = (64, 64),
         observation_normalization: tuple[Sequence[float], Sequence[float]] | None = None,
         action_distribution: Any = None,
+        initial_log_std: float = 0.0,
     ):
         if num_actions < 1:
             raise ValueError(f"num_actions must be >= 1, got {num_actions}")
         self.num_actions = num_actions
         self.action_distribution = action_distribution
+        self._initial_log_std = float(initial_log_std)
         head, self._free_params = policy_head_sizes(action_distribution, num_actions)
         self._scaling = (
             None
@@ -191,8 +202,8 @@ class MLPAgent:
 
     def build(self, observation_shape: Sequence[int]) -> None:
         if self._free_params and self._free is None:
-            self._free = tf.Variable(
-                tf.zeros([self._free_params]), trainable=True, name="policy_free_params"
+            self._free = free_params_variable(
+                self._free_params, initial_log_std=self._initial_log_std
             )
         dummy = tf.zeros([1, *observation_shape], tf.float32)
         self._forward(dummy)

@@ -51,6 +51,7 @@ def make_agent(
     hidden_sizes: Sequence[int] = (64, 64),
     observation_normalization: tuple[Sequence[float], Sequence[float]] | None = None,
     action_distribution: Any = None,
+    initial_log_std: float = 0.0,
 ) -> Callable[[], Any]:
     """A picklable zero-argument factory (an `AgentBuilder`) building the chosen agent.
 
@@ -68,6 +69,8 @@ def make_agent(
       action_distribution: what the agent acts with (`impala_rep.distributions`, e.g.
         `for_action_space(env.action_space)`); None: a softmax over `num_actions`, which
         is then the distribution's `num_params`.
+      initial_log_std: where a Gaussian policy's log standard deviations start (the
+        learner's; actors take them with the weights).
 
     Raises:
       ValueError: unknown network, or a network that does not fit the observation rank.
@@ -116,10 +119,16 @@ def make_agent(
                     lstm_size=settings["hidden_sizes"][-1],
                     **settings,
                     action_distribution=action_distribution,
+                    initial_log_std=float(initial_log_std),
                 )
             )
         return AgentBuilder(
-            build=functools.partial(_mlp, **settings, action_distribution=action_distribution),
+            build=functools.partial(
+                _mlp,
+                **settings,
+                action_distribution=action_distribution,
+                initial_log_std=float(initial_log_std),
+            ),
             twin=functools.partial(_mlp_twin, **settings, action_distribution=action_distribution),
         )
     if len(shape) != 3:
@@ -139,6 +148,7 @@ def make_agent(
             torso=network,
             use_lstm=bool(use_lstm),
             action_distribution=action_distribution,
+            initial_log_std=float(initial_log_std),
         )
     )
 

@@ -32,6 +32,7 @@ from impala_rep.agent import (  # MLPTorso re-exported: the vector torso, beside
     AgentOutput,
     MLPTorso,
     assign_weights,
+    free_params_variable,
     layer_variables,
     weights_of,
 )
@@ -193,6 +194,7 @@ class NetworkAgent:
       hidden_sizes: the MLP torso's layer sizes (torso "mlp" only).
       observation_normalization: `(mean, std)` per dimension for the MLP torso's
         inputs (`MLPTorso`; torso "mlp" only). None: unscaled.
+      initial_log_std: where a Gaussian policy's log standard deviations start.
 
     Inputs (see `AgentInputs`): observation uint8 `[.., H, W, C]` (float32 already
     in [0, 1] is accepted too) for a pixel torso, `[.., D]` for the MLP; prev_action
@@ -210,10 +212,12 @@ class NetworkAgent:
         hidden_sizes: Sequence[int] = (64, 64),
         observation_normalization: tuple[Sequence[float], Sequence[float]] | None = None,
         action_distribution: Any = None,
+        initial_log_std: float = 0.0,
     ):
         if num_actions < 1:
             raise ValueError(f"num_actions must be >= 1, got {num_actions}")
         head, self._free_params = policy_head_sizes(action_distribution, num_actions)
+        self._initial_log_std = float(initial_log_std)
         self.action_distribution = action_distribution
         self._actions = action_distribution or Categorical(num_actions)
         if torso not in (*_TORSO_CLASSES, MLP):
@@ -273,8 +277,8 @@ class NetworkAgent:
                 f"torso {self.torso_name!r} needs {expected}, got shape {tuple(observation_shape)}"
             )
         if self._free_params and self._free is None:
-            self._free = tf.Variable(
-                tf.zeros([self._free_params]), trainable=True, name="policy_free_params"
+            self._free = free_params_variable(
+                self._free_params, initial_log_std=self._initial_log_std
             )
         inputs = AgentInputs(
             observation=tf.zeros(

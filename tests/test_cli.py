@@ -527,6 +527,7 @@ def test_locked_keys_are_the_env_and_the_whole_agent_group():
         "network",
         "use_lstm",
         "hidden_sizes",
+        "initial_log_std",
         "scale_observations",
         "agent",
         "normalize_rewards",

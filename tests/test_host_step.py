@@ -1,5 +1,6 @@
 """Actors act with an agent's numpy `host_step` where it has one (`actors/actor.py`): it must
-be its compiled `step`, and the actor's sampling from it the agent's categorical policy."""
+be its compiled `step`, and the actor's sampling from it the agent's policy; a Gaussian
+policy's log-stds, the last weight, start where the config says."""
 
 import numpy as np
 import pytest
@@ -154,3 +155,21 @@ def test_multi_discrete_actions_are_one_categorical_sample_per_entry():
     first, second = unroll.actions[..., 0], unroll.actions[..., 1]  # 1,280 draws each
     assert abs(first.mean() - 0.75) < 0.05
     assert abs((second == 2).mean() - 0.5) < 0.05 and abs((second == 0).mean() - 0.25) < 0.05
+
+
+@pytest.mark.parametrize("use_lstm", [False, True])
+def test_the_log_stds_start_where_the_config_says(use_lstm):
+    """`--initial-log-std` reaches the built-in agents (MLP and its LSTM form) through the run's
+    agent factory: their last weight, the log standard deviations, starts there."""
+    from impala_rep.config import TrainConfig
+    from impala_rep.envs import describe_env
+    from impala_rep.run.agents import builtin_agent_factory
+
+    env_spec = describe_env("Pendulum-v1")
+    config = TrainConfig.from_keys({"initial_log_std": -1.5, "use_lstm": use_lstm})
+    agent = builtin_agent_factory(config, env_spec)()
+    agent.build(env_spec.observation_shape)
+    np.testing.assert_array_equal(agent.get_weights()[-1], [-1.5])
+    default = builtin_agent_factory(TrainConfig(), env_spec)()
+    default.build(env_spec.observation_shape)
+    np.testing.assert_array_equal(default.get_weights()[-1], [0.0])

@@ -159,6 +159,12 @@ class AgentConfig:
     hidden_sizes: tuple[int, ...] = _field(
         (64, 64), "the MLP's layer sizes, e.g. 64,64", metavar="N,N,..."
     )
+    initial_log_std: float = _field(
+        0.0,
+        "where a Gaussian policy's log standard deviations start (continuous actions; "
+        "SB3's log_std_init)",
+        metavar="X",
+    )
     scale_observations: bool = _field(
         True,
         "MLP: map each observation dimension with finite bounds (as the env's Box declares "
@@ -177,6 +183,7 @@ class AgentConfig:
     def __post_init__(self):
         _declared_choices(self, "network")
         _bools(self, "use_lstm", "scale_observations")
+        _numbers(self, ("initial_log_std",), lambda v: -10 <= v <= 2, "must be in [-10, 2]")
         require(
             isinstance(self.hidden_sizes, tuple)
             and len(self.hidden_sizes) >= 1

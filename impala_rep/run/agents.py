@@ -47,6 +47,7 @@ def default_agent_factory(
         hidden_sizes=tuple(agent.hidden_sizes),
         observation_normalization=observation_normalization,
         action_distribution=action_distribution,
+        initial_log_std=agent.initial_log_std,
     )
 
 
