@@ -40,7 +40,6 @@ import tempfile
 import time
 
 import _common  # noqa: F401  (quiets TensorFlow before it is imported)
-import numpy as np
 from _common import MetricsTail, machine, table, write_json
 from _procs import ROLES, cpu_seconds, process_tree, role, rss_mib
 
@@ -86,10 +85,11 @@ def work_costs(config, seconds: float, run: dict | None = None) -> dict[str, flo
     if run is not None and config.learner.target_kl is not None:
         passes = run["learner_steps"] * t * b * skip / run["frames"]
     env = make_vector_env(config.env.id, num_envs=num_envs, seed=0)
-    rng = np.random.default_rng(0)
+    # Random actions from the envs' own (batched) space: any kind, discrete or continuous.
+    env.action_space.seed(0)
     env.reset()
     env_us = _cpu_us_per_frame(
-        lambda: env.step(rng.integers(0, plan.num_actions, num_envs)), num_envs * skip, seconds
+        lambda: env.step(env.action_space.sample()), num_envs * skip, seconds
     )
 
     actor = Actor(
