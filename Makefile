@@ -17,8 +17,8 @@ venv: $(STAMP)
 # source edits need no reinstall. pip byte-compiles every installed module on one core;
 # compileall does it on every core. (Compiled they must be: where PYTHONDONTWRITEBYTECODE is
 # set, every process would otherwise recompile TensorFlow's modules on import.) Left out:
-# what no process of ours imports, 40% of the files (packages' tests and examples, PyOpenGL,
-# pip, Ray's RLlib, LLM and Serve libraries).
+# what no process of ours imports (packages' tests and examples, PyOpenGL, pip, Ray's RLlib,
+# LLM and Serve libraries), a large share of the files.
 NEVER_IMPORTED := /tests/|/examples/|site-packages/(OpenGL|pip)/|site-packages/ray/(rllib|llm|serve)/
 $(STAMP): pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "impala-rep needs Python 3.11, got " + sys.version.split()[0]'

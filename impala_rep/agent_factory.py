@@ -76,6 +76,7 @@ def make_agent(
       ValueError: unknown network, or a network that does not fit the observation rank.
     """
     shape = tuple(int(d) for d in observation_shape)
+    log_std = float(initial_log_std)  # the learner's agent's; a twin takes it with the weights
     if network not in NETWORKS:
         raise ValueError(f"network must be one of {NETWORKS}, got {network!r}")
     if isinstance(num_actions, bool) or int(num_actions) != num_actions or num_actions < 1:
@@ -119,7 +120,7 @@ def make_agent(
                     lstm_size=settings["hidden_sizes"][-1],
                     **settings,
                     action_distribution=action_distribution,
-                    initial_log_std=float(initial_log_std),
+                    initial_log_std=log_std,
                 )
             )
         return AgentBuilder(
@@ -127,7 +128,7 @@ def make_agent(
                 _mlp,
                 **settings,
                 action_distribution=action_distribution,
-                initial_log_std=float(initial_log_std),
+                initial_log_std=log_std,
             ),
             twin=functools.partial(_mlp_twin, **settings, action_distribution=action_distribution),
         )
@@ -148,7 +149,7 @@ def make_agent(
             torso=network,
             use_lstm=bool(use_lstm),
             action_distribution=action_distribution,
-            initial_log_std=float(initial_log_std),
+            initial_log_std=log_std,
         )
     )
 

@@ -314,28 +314,23 @@ def extensions_for(loss: Any, env_spec: Any = None) -> tuple[Extension, ...]:
 
     `loss.rnd_cost` None (auto, unresolved) is off here. Given `env_spec` (an
     `impala_rep.envs.EnvSpec`), RND's networks standardise observations by its declared bounds,
-    and RND on image observations is refused (ValueError)."""
+    and RND or observation normalisation on image observations is refused (ValueError)."""
     extensions: list[Extension] = []
     if loss.normalize_rewards:
         extensions.append(RewardScaling(discount=float(loss.discount)))
     if loss.normalize_observations:
-        if env_spec is not None and len(env_spec.observation_shape) != 1:
-            raise ValueError(
-                f"bad normalize_observations True: it needs vector observations, got shape "
-                f"{tuple(env_spec.observation_shape)}; images are scaled by their network"
-            )
+        _require_vectors(
+            env_spec, "normalize_observations True", "it", "images are scaled by their network"
+        )
         extensions.append(ObservationNormalization())
     if loss.popart:
         extensions.append(PopArt(step_size=float(loss.popart_step_size)))
     if loss.rnd_cost:
         normalization = None
         if env_spec is not None:
-            if len(env_spec.observation_shape) != 1:
-                raise ValueError(
-                    f"bad rnd_cost {loss.rnd_cost}: the novelty bonus needs vector "
-                    f"observations, got shape {tuple(env_spec.observation_shape)}; use 0 (off) "
-                    "on images"
-                )
+            _require_vectors(
+                env_spec, f"rnd_cost {loss.rnd_cost}", "the novelty bonus", "use 0 (off) on images"
+            )
             # RND's networks see the declared bounds mapped onto [-1, 1] whatever the agent
             # does (a user's agent, --no-scale-observations): MountainCar's velocity (+-0.07)
             # would barely move them raw.
@@ -348,6 +343,16 @@ def extensions_for(loss: Any, env_spec: Any = None) -> tuple[Extension, ...]:
             )
         )
     return tuple(extensions)
+
+
+def _require_vectors(env_spec: Any, setting: str, what: str, remedy: str) -> None:
+    """ValueError unless `env_spec` (or no spec: nothing to check) has vector observations, for
+    an extension whose networks or statistics take vectors only."""
+    if env_spec is not None and len(env_spec.observation_shape) != 1:
+        raise ValueError(
+            f"bad {setting}: {what} needs vector observations, got shape "
+            f"{tuple(env_spec.observation_shape)}; {remedy}"
+        )
 
 
 def batch_transforms(extensions: Sequence[Extension]) -> tuple[BatchTransform, ...]:
