@@ -139,13 +139,17 @@ class MLPTorso:
     """
 
     def __init__(
-        self, hidden_sizes: Sequence[int] = (64, 64), *, scaling: tuple[Any, Any] | None = None
+        self,
+        hidden_sizes: Sequence[int] = (64, 64),
+        *,
+        scaling: tuple[Any, Any] | None = None,
+        name: str = "torso",
     ):
         if any(h < 1 for h in hidden_sizes):  # none at all: a linear policy on the inputs
             raise ValueError(f"hidden_sizes must be sizes >= 1, got {tuple(hidden_sizes)}")
         self._scaling = scaling
         self.layers = [
-            tf.keras.layers.Dense(h, activation="relu", name=f"torso_{i}")
+            tf.keras.layers.Dense(h, activation="relu", name=f"{name}_{i}")
             for i, h in enumerate(hidden_sizes)
         ]
 
@@ -157,7 +161,11 @@ class MLPTorso:
 
 
 class MLPAgent:
-    """A feed-forward agent for vector observations: a shared MLP torso, policy and value heads.
+    """A feed-forward agent for vector observations: an MLP torso, policy and value heads.
+
+    The heads share the torso, or with `separate_value_network` the value head has an MLP of
+    its own of the same sizes (as SB3's and CleanRL's agents for continuous control do): the
+    value loss then shapes no feature the policy reads.
 
     It ignores the previous action and reward and has no recurrent state. Given
     `observation_normalization=(mean, std)` (per dimension, e.g. `bounds_normalization`
@@ -179,6 +187,7 @@ class MLPAgent:
         observation_normalization: tuple[Sequence[float], Sequence[float]] | None = None,
         action_distribution: Any = None,
         initial_log_std: float = 0.0,
+        separate_value_network: bool = False,
     ):
         if num_actions < 1:
             raise ValueError(f"num_actions must be >= 1, got {num_actions}")
@@ -192,9 +201,17 @@ class MLPAgent:
             else observation_scaling(*observation_normalization)
         )
         self._torso = MLPTorso(hidden_sizes, scaling=self._scaling)
+        self._value_torso = (
+            MLPTorso(hidden_sizes, scaling=self._scaling, name="value_torso")
+            if separate_value_network
+            else None
+        )
+        self._value_layers = len(hidden_sizes) if separate_value_network else 0
         self._policy = tf.keras.layers.Dense(head, name="policy_logits")
         self._baseline = tf.keras.layers.Dense(1, name="baseline")
-        self._layers = [*self._torso.layers, self._policy, self._baseline]
+        # The order `host_mlp.mlp_host_step` reads the weights in.
+        value = [] if self._value_torso is None else self._value_torso.layers
+        self._layers = [*self._torso.layers, *value, self._policy, self._baseline]
         self._free: tf.Variable | None = None  # made in build(), inside a strategy's scope
 
     def initial_state(self, batch_size: int) -> tuple:
@@ -214,7 +231,8 @@ class MLPAgent:
         if self._free is not None:  # the same in every state: broadcast over the rows
             free = tf.broadcast_to(self._free, [tf.shape(params)[0], self._free_params])
             params = tf.concat([params, free], axis=-1)
-        return AgentOutput(params, tf.squeeze(self._baseline(x), axis=-1))
+        v = x if self._value_torso is None else self._value_torso(observation)
+        return AgentOutput(params, tf.squeeze(self._baseline(v), axis=-1))
 
     def step(self, inputs: AgentInputs, state: Any) -> tuple[AgentOutput, Any]:
         return self._forward(inputs.observation), state
@@ -247,4 +265,10 @@ class MLPAgent:
         For a small network a compiled `step` is nearly all TensorFlow's fixed cost per
         call, which numpy does not pay (docs/notebook.md, "Where the CPU goes").
         tests/test_host_step.py holds it to `step`."""
-        return mlp_host_step(weights, inputs, scaling=self._scaling, free_params=self._free_params)
+        return mlp_host_step(
+            weights,
+            inputs,
+            scaling=self._scaling,
+            free_params=self._free_params,
+            value_layers=self._value_layers,
+        )

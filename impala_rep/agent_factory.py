@@ -52,6 +52,7 @@ def make_agent(
     observation_normalization: tuple[Sequence[float], Sequence[float]] | None = None,
     action_distribution: Any = None,
     initial_log_std: float = 0.0,
+    separate_value_network: bool = False,
 ) -> Callable[[], Any]:
     """A picklable zero-argument factory (an `AgentBuilder`) building the chosen agent.
 
@@ -71,9 +72,12 @@ def make_agent(
         is then the distribution's `num_params`.
       initial_log_std: where a Gaussian policy's log standard deviations start (the
         learner's; actors take them with the weights).
+      separate_value_network: the value head on an MLP of its own (the feed-forward MLP
+        only; `MLPAgent`).
 
     Raises:
-      ValueError: unknown network, or a network that does not fit the observation rank.
+      ValueError: unknown network, a network that does not fit the observation rank, or a
+        separate value network for another agent than the feed-forward MLP.
     """
     shape = tuple(int(d) for d in observation_shape)
     log_std = float(initial_log_std)  # the learner's agent's; a twin takes it with the weights
@@ -92,6 +96,11 @@ def make_agent(
                 f"network='auto' needs observations of rank 1 (vectors, MLP) or 3 "
                 f"(images [H, W, C], CNN), got shape {shape}"
             )
+    if separate_value_network and (network != "mlp" or use_lstm):
+        raise ValueError(
+            "separate_value_network applies to the feed-forward MLP (vector observations, "
+            f"no use_lstm), not to network={network!r}" + (" with use_lstm" if use_lstm else "")
+        )
     if network == "mlp":
         if len(shape) != 1:
             raise ValueError(
@@ -123,6 +132,7 @@ def make_agent(
                     initial_log_std=log_std,
                 )
             )
+        settings["separate_value_network"] = bool(separate_value_network)
         return AgentBuilder(
             build=functools.partial(
                 _mlp,

@@ -65,6 +65,15 @@ def test_the_command_refuses_bad_input_in_a_new_process_before_anything_is_writt
             ["--seed", str(2**32)],
             f"argument --seed: expected an integer in [0, 2**32), got {2**32}",
         ),
+        (
+            ["--env", "Pendulum-v1", "--separate-value-network", "--use-lstm"],
+            "bad separate_value_network True: applies to the feed-forward MLP, not with use_lstm",
+        ),
+        (
+            ["--env", "MinAtar/Breakout-v1", "--separate-value-network"],
+            "separate_value_network applies to the feed-forward MLP (vector observations, no "
+            "use_lstm), not to network='minatar'",
+        ),
     ],
 )
 def test_bad_input_is_refused_before_anything_is_written(args, message, tmp_path, capsys):

@@ -528,6 +528,7 @@ def test_locked_keys_are_the_env_and_the_whole_agent_group():
         "use_lstm",
         "hidden_sizes",
         "initial_log_std",
+        "separate_value_network",
         "scale_observations",
         "agent",
         "normalize_rewards",

@@ -13,13 +13,21 @@ from impala_rep.rnd import RNDAgent
 
 
 @pytest.mark.parametrize(
-    "hidden_sizes, normalization",
-    [((64, 64), None), ((7,), ((0.5, -1.0, 0.0), (2.0, 0.25, 1.0))), ((16, 8, 4), None)],
+    "hidden_sizes, normalization, separate",
+    [
+        ((64, 64), None, False),
+        ((7,), ((0.5, -1.0, 0.0), (2.0, 0.25, 1.0)), False),
+        ((16, 8, 4), None, False),
+        ((16, 8), ((0.5, -1.0, 0.0), (2.0, 0.25, 1.0)), True),
+    ],
 )
-def test_host_step_is_the_compiled_step(hidden_sizes, normalization):
+def test_host_step_is_the_compiled_step(hidden_sizes, normalization, separate):
     rng = np.random.default_rng(0)
     agent = MLPAgent(
-        num_actions=5, hidden_sizes=hidden_sizes, observation_normalization=normalization
+        num_actions=5,
+        hidden_sizes=hidden_sizes,
+        observation_normalization=normalization,
+        separate_value_network=separate,
     )
     agent.build([3])
     weights = [rng.normal(size=w.shape).astype(np.float32) for w in agent.get_weights()]
@@ -173,3 +181,32 @@ def test_the_log_stds_start_where_the_config_says(use_lstm):
     default = builtin_agent_factory(TrainConfig(), env_spec)()
     default.build(env_spec.observation_shape)
     np.testing.assert_array_equal(default.get_weights()[-1], [0.0])
+
+
+def test_a_separate_value_network_leaves_the_policy_to_its_own_torso():
+    """With `--separate-value-network` the value head reads a torso of its own: changing the
+    value torso's weights moves the baseline and not the policy; the acting twin lists the
+    same weight shapes as the agent."""
+    from impala_rep.agent_factory import acting_agent, make_agent
+
+    builder = make_agent(
+        observation_shape=[3], num_actions=2, hidden_sizes=(8, 4), separate_value_network=True
+    )
+    agent = builder()
+    agent.build([3])
+    weights = agent.get_weights()
+    assert [w.shape for w in weights] == acting_agent(builder).weight_shapes([3])
+    assert len(weights) == 2 * 2 * 2 + 4  # two torsos of two layers, two heads
+    rng = np.random.default_rng(1)
+    weights = [rng.normal(size=w.shape).astype(np.float32) for w in weights]
+    inputs = AgentInputs(
+        rng.normal(size=(6, 3)).astype(np.float32),
+        np.zeros(6, np.int32),
+        np.zeros(6, np.float32),
+        np.zeros(6, bool),
+    )
+    before = agent.host_step(weights, inputs)
+    weights[4] = weights[4] + 1.0  # the value torso's first kernel
+    after = agent.host_step(weights, inputs)
+    np.testing.assert_array_equal(after.policy_logits, before.policy_logits)
+    assert np.abs(after.baseline - before.baseline).max() > 0.1

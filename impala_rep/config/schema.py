@@ -165,6 +165,11 @@ class AgentConfig:
         "SB3's log_std_init)",
         metavar="X",
     )
+    separate_value_network: bool = _field(
+        False,
+        "MLP: the value head on an MLP of its own, of the same sizes, instead of sharing the "
+        "policy's (feed-forward MLP only)",
+    )
     scale_observations: bool = _field(
         True,
         "MLP: map each observation dimension with finite bounds (as the env's Box declares "
@@ -182,7 +187,13 @@ class AgentConfig:
 
     def __post_init__(self):
         _declared_choices(self, "network")
-        _bools(self, "use_lstm", "scale_observations")
+        _bools(self, "use_lstm", "separate_value_network", "scale_observations")
+        require(
+            not (self.separate_value_network and self.use_lstm),
+            "separate_value_network",
+            self.separate_value_network,
+            "applies to the feed-forward MLP, not with use_lstm",
+        )
         _numbers(self, ("initial_log_std",), lambda v: -10 <= v <= 2, "must be in [-10, 2]")
         require(
             isinstance(self.hidden_sizes, tuple)

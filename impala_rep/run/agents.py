@@ -48,6 +48,7 @@ def default_agent_factory(
         observation_normalization=observation_normalization,
         action_distribution=action_distribution,
         initial_log_std=agent.initial_log_std,
+        separate_value_network=agent.separate_value_network,
     )
 
 
