@@ -68,7 +68,7 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from impala_rep.distributions import for_action_space
+from impala_rep.distributions import DiagGaussian, for_action_space
 from impala_rep.envs import atari, minatar
 from impala_rep.envs.cartpole import CartPoleSameStepVectorEnv
 
@@ -99,6 +99,11 @@ class EnvSpec:
     # (low, high) of a gymnasium env's vector observations as its Box declares them; None
     # for images, Atari, MinAtar and one-hot codes of discrete observations.
     observation_bounds: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+
+    @property
+    def continuous_actions(self) -> bool:
+        """A Box action space: the policy is a Gaussian."""
+        return isinstance(self.action_distribution, DiagGaussian)
 
 
 def describe_env(env_id: str, *, observation_keys: tuple[str, ...] | None = None) -> EnvSpec:

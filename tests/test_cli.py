@@ -603,6 +603,26 @@ def test_the_kl_term_is_on_for_vector_observations_and_off_for_images_unless_tol
     assert resolved("--env", "ALE/Pong-v5", "--preset", "atari") == (0.0, 0.0)
 
 
+def test_continuous_control_gets_observation_normalisation_and_a_separate_value_network():
+    """`--normalize-observations` and `--separate-value-network` unset mean auto: on for a Box
+    action space (with vector observations; the value network for the built-in MLP only),
+    off otherwise, made concrete by `prepare`; flags win."""
+    from impala_rep.run.cli import config_from_args, parse_args
+    from impala_rep.run.prepare import prepare
+
+    def resolved(*argv):
+        config = prepare(config_from_args(parse_args(["train", *argv]))).config
+        return config.loss.normalize_observations, config.agent.separate_value_network
+
+    assert resolved("--env", "Pendulum-v1") == (True, True)
+    assert resolved("--env", "action_spaces_env:MultiDiscreteCartPole-v0") == (False, False)
+    assert resolved() == (False, False)  # CartPole: Discrete
+    assert resolved("--env", "Pendulum-v1", "--use-lstm") == (True, False)
+    assert resolved("--env", "Pendulum-v1", "--no-normalize-observations") == (False, True)
+    assert resolved("--env", "Pendulum-v1", "--no-separate-value-network") == (True, False)
+    assert resolved("--normalize-observations", "--separate-value-network") == (True, True)
+
+
 def test_a_resumed_run_keeps_the_automatic_settings_it_trained_with(tmp_path):
     """Auto (None) in the config given to `train(config, resume=True)` is the run's own
     value, not what auto would choose now; a config.json from before a setting holds what runs

@@ -43,6 +43,7 @@ class RunKind:
     """What the auto rules decide from."""
 
     vectors: bool  # the env's observations are vectors (not images)
+    continuous: bool  # the env's actions are continuous (a Box: a Gaussian policy)
     built_in_mlp: bool  # the built-in MLP (no core) and IMPALA loss: no user agent or loss, vectors
     one_cpu: bool  # the learner is one CPU device on one host
     cluster: bool  # the run joins a Ray cluster (--ray-address)
@@ -71,6 +72,18 @@ AUTO_RULES: tuple[AutoRule, ...] = (
         f"{AUTO_KL_COST:g} for vector observations, 0 for images",
         lambda kind: AUTO_KL_COST if kind.vectors else 0.0,
         why="A KL term",
+    ),
+    AutoRule(
+        "normalize_observations",
+        "on for continuous actions and vector observations, else off",
+        lambda kind: kind.continuous and kind.vectors,
+        why="Continuous control by default",
+    ),
+    AutoRule(
+        "separate_value_network",
+        "on for the built-in MLP (no --agent or --use-lstm) with continuous actions, else off",
+        lambda kind: kind.continuous and kind.built_in_mlp,
+        why="Continuous control by default",
     ),
     AutoRule(
         "rnd_cost",
@@ -104,12 +117,19 @@ AUTO_RULES: tuple[AutoRule, ...] = (
 )
 
 
-def run_kind(config: TrainConfig, observation_shape, *, users_code: bool = False) -> RunKind:
-    """`users_code`: an agent or loss object given through the Python API, which the config
-    does not name."""
+def run_kind(
+    config: TrainConfig,
+    observation_shape,
+    *,
+    continuous_actions: bool = False,
+    users_code: bool = False,
+) -> RunKind:
+    """`continuous_actions`: the env's actions are a Box. `users_code`: an agent or loss
+    object given through the Python API, which the config does not name."""
     vectors = len(observation_shape) == 1
     return RunKind(
         vectors=vectors,
+        continuous=continuous_actions,
         built_in_mlp=(
             vectors
             and not users_code
@@ -130,16 +150,21 @@ def resolve_auto_settings(
     config: TrainConfig,
     observation_shape,
     *,
+    continuous_actions: bool = False,
     saved: TrainConfig | None = None,
     users_code: bool = False,
 ) -> TrainConfig:
-    """`config` with every setting left to auto made concrete by its `AUTO_RULES` entry.
+    """`config` with every setting left to auto made concrete by its `AUTO_RULES` entry, for
+    an env with observations of `observation_shape` and, with `continuous_actions`, a Box
+    action space.
 
     On resume, `saved` is the run's own config, and a rule `kept_on_resume` takes what the
     run trained with (its checkpoint holds RND's networks or not), not what the rule would
     choose now; where the saved config has none (a config.json from before the setting
     existed, or a null in it), what runs without it did (`legacy.BEFORE_THE_FIELD`)."""
-    kind = run_kind(config, observation_shape, users_code=users_code)
+    kind = run_kind(
+        config, observation_shape, continuous_actions=continuous_actions, users_code=users_code
+    )
     changes = {}
     for rule in AUTO_RULES:
         if config.get(rule.key) is not None:

@@ -32,6 +32,8 @@ BEFORE_THE_FIELD = {
     "rnd_step_costs_only": False,
     "learner_xla": False,
     "learner_autograph": True,
+    "normalize_observations": False,
+    "separate_value_network": False,
 }
 
 # Keys of the flat config.json before the config was grouped, where they differ.

@@ -165,8 +165,8 @@ class AgentConfig:
         "SB3's log_std_init)",
         metavar="X",
     )
-    separate_value_network: bool = _field(
-        False,
+    separate_value_network: bool | None = _field(
+        None,
         "MLP: the value head on an MLP of its own, of the same sizes, instead of sharing the "
         "policy's (feed-forward MLP only)",
     )
@@ -187,7 +187,8 @@ class AgentConfig:
 
     def __post_init__(self):
         _declared_choices(self, "network")
-        _bools(self, "use_lstm", "separate_value_network", "scale_observations")
+        _bools(self, "use_lstm", "scale_observations")
+        _bools(self, "separate_value_network", auto=True)
         require(
             not (self.separate_value_network and self.use_lstm),
             "separate_value_network",
@@ -377,8 +378,8 @@ class LossConfig:
         "divide rewards by the running standard deviation of the discounted return, "
         "measured by the actors (before any clipping)",
     )
-    normalize_observations: bool = _field(
-        False,
+    normalize_observations: bool | None = _field(
+        None,
         "standardise vector observations by the running mean and variance of all those "
         "trained on (clipped to +-10), in place of --scale-observations' declared bounds",
     )
@@ -429,8 +430,8 @@ class LossConfig:
             optional=True,
         )
         _numbers(self, ("popart_step_size",), lambda v: 0 < v <= 1, "must be in (0, 1]")
-        _bools(self, "normalize_rewards", "normalize_observations", "rnd_step_costs_only", "popart")
-        _bools(self, "normalize_advantages", auto=True)
+        _bools(self, "normalize_rewards", "rnd_step_costs_only", "popart")
+        _bools(self, "normalize_advantages", "normalize_observations", auto=True)
         require(
             self.reward_clipping in REWARD_CLIPPING,
             "reward_clipping",

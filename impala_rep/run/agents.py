@@ -61,7 +61,9 @@ def agent_factory_for(
     config.json; auto settings left None (a hand-made config) are resolved here first."""
     from impala_rep.run.user_code import resolve_agent_and_loss
 
-    config = resolve_auto_settings(config, env_spec.observation_shape)
+    config = resolve_auto_settings(
+        config, env_spec.observation_shape, continuous_actions=env_spec.continuous_actions
+    )
 
     factory, _ = resolve_agent_and_loss(
         agent_spec=config.agent.factory,

@@ -77,6 +77,7 @@ def prepare(
         config = resolve_auto_settings(
             config,
             env_spec.observation_shape,
+            continuous_actions=env_spec.continuous_actions,
             saved=saved,
             users_code=agent is not None or loss is not None,
         )

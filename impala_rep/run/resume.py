@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from impala_rep.config import TrainConfig, config_fields
+from impala_rep.config.auto import AUTO_RULES
 
 __all__ = ["LOCKED_KEYS", "RESUME_RULES", "load_run_config", "resumed_config", "check_resumable"]
 
@@ -96,6 +97,9 @@ def checkpoint_step(logdir: str) -> int:
 def resumed_config(saved: TrainConfig, changes: Mapping[str, Any]) -> TrainConfig:
     """`saved` with `changes` ({key: value}) applied; ValueError if a locked key would change,
     or random network distillation would be turned on or off."""
+    # A locked setting left to auto (None) is the run's own, as its checkpoint holds it.
+    auto = {rule.key for rule in AUTO_RULES}
+    changes = {k: v for k, v in changes.items() if not (k in auto and v is None)}
     for key in LOCKED_KEYS:
         if key in changes and changes[key] != saved.get(key):
             raise ValueError(
