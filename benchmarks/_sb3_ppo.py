@@ -21,8 +21,14 @@ import json
 import time
 
 # rl-baselines3-zoo hyperparams/ppo.yml. "lin_" schedules are written ("lin", initial);
-# `policy_kwargs` as the zoo gives them (net_arch in SB3 2's dict form).
-_MUJOCO_NET = {"log_std_init": -2, "ortho_init": False, "activation_fn": "relu", "pi_vf": 256}
+# `policy_kwargs` as the zoo gives them, the activation by name (torch is imported only in
+# main) and net_arch in SB3 2's dict form.
+_MUJOCO_NET = {
+    "log_std_init": -2,
+    "ortho_init": False,
+    "activation_fn": "relu",
+    "net_arch": {"pi": [256, 256], "vf": [256, 256]},
+}
 ZOO = {
     "CartPole-v1": {
         "n_envs": 8,
@@ -117,9 +123,7 @@ def main() -> None:
             hyper[key] = lambda progress_remaining, initial=initial: progress_remaining * initial
     if "policy_kwargs" in hyper:
         net = dict(hyper["policy_kwargs"])
-        width = net.pop("pi_vf")
         net["activation_fn"] = {"relu": torch.nn.ReLU}[net["activation_fn"]]
-        net["net_arch"] = {"pi": [width, width], "vf": [width, width]}
         hyper["policy_kwargs"] = net
 
     class ReportAndStop(BaseCallback):

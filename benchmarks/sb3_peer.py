@@ -68,7 +68,10 @@ def run_sb3(python: pathlib.Path, env: str, seed: int, target: float | None) -> 
     command = [str(python), str(PEER), "--env", env, "--launch", str(launch), "--seed", str(seed)]
     if target is not None:
         command += ["--target", str(target)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=_TIMEOUT_S)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"the SB3 run on {env} took over {_TIMEOUT_S} s: stopped") from None
     if done.returncode != 0:
         raise SystemExit(f"the SB3 run failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
     records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
@@ -170,7 +173,7 @@ def main() -> None:
                     "env": env,
                     "target": peer["target"],
                     "target_is": "a fixed threshold"
-                    if TARGETS[args.task]
+                    if TARGETS[args.task] is not None
                     else "SB3's final return",
                     "our_flags": extra,
                     "peer": SB3,

@@ -70,6 +70,11 @@ def test_the_command_refuses_bad_input_in_a_new_process_before_anything_is_writt
             "bad separate_value_network True: applies to the feed-forward MLP, not with use_lstm",
         ),
         (
+            ["--separate-value-network", "--agent", "my_agent.py:make_agent"],
+            "bad separate_value_network True: applies to the built-in MLP, not to an --agent of "
+            "your own",
+        ),
+        (
             ["--env", "MinAtar/Breakout-v1", "--separate-value-network"],
             "separate_value_network applies to the feed-forward MLP (vector observations, no "
             "use_lstm), not to network='minatar'",
@@ -328,7 +333,11 @@ def test_the_default_runs_fit_a_small_machine_easily():
     # CartPole, the defaults (auto settings resolved, as a run has them: its learner under
     # XLA): 5 unrolls of 64 columns of ~0.9 kB and 3 processes.
     estimate = _estimate_fits(
-        resolve_auto_settings(TrainConfig(), (4,)), (4,), np.float32, 2, gib=1
+        resolve_auto_settings(TrainConfig(), (4,), continuous_actions=False),
+        (4,),
+        np.float32,
+        2,
+        gib=1,
     )
     assert estimate.xla_learners == 1
     assert estimate.buffer_bytes < 2**20 and estimate.total_bytes < GiB

@@ -294,7 +294,9 @@ def _fake_run(path, **changes):
     (path / "checkpoints").mkdir(parents=True)
     (path / "checkpoints" / "checkpoint").write_text('model_checkpoint_path: "ckpt-7"\n')
     # Its automatic settings made concrete, as train writes them (CartPole's 4-vectors).
-    config = resolve_auto_settings(TrainConfig.from_keys({"logdir": str(path), **changes}), (4,))
+    config = resolve_auto_settings(
+        TrainConfig.from_keys({"logdir": str(path), **changes}), (4,), continuous_actions=False
+    )
     (path / "config.json").write_text(json.dumps(config.to_json()))
     return path
 
@@ -448,6 +450,7 @@ def test_resume_reads_the_nested_config_json(tmp_path):
             }
         ),
         (4,),
+        continuous_actions=False,
     )
 
 
@@ -603,10 +606,12 @@ def test_the_kl_term_is_on_for_vector_observations_and_off_for_images_unless_tol
     assert resolved("--env", "ALE/Pong-v5", "--preset", "atari") == (0.0, 0.0)
 
 
-def test_continuous_control_gets_observation_normalisation_and_a_separate_value_network():
+def test_continuous_control_gets_observation_normalisation_and_a_separate_value_network(
+    tmp_path,
+):
     """`--normalize-observations` and `--separate-value-network` unset mean auto: on for a Box
-    action space (with vector observations; the value network for the built-in MLP only),
-    off otherwise, made concrete by `prepare`; flags win."""
+    action space (with vector observations; the value network for the built-in MLP only,
+    whatever the loss), off otherwise, made concrete by `prepare`; flags win."""
     from impala_rep.run.cli import config_from_args, parse_args
     from impala_rep.run.prepare import prepare
 
@@ -621,6 +626,10 @@ def test_continuous_control_gets_observation_normalisation_and_a_separate_value_
     assert resolved("--env", "Pendulum-v1", "--no-normalize-observations") == (False, True)
     assert resolved("--env", "Pendulum-v1", "--no-separate-value-network") == (True, False)
     assert resolved("--normalize-observations", "--separate-value-network") == (True, True)
+    # A module name of its own (one file of a name per process): the IMPALA loss under it.
+    (tmp_path / "continuous_loss.py").write_text("from impala_rep import impala_loss_fn as f\n")
+    loss = f"{tmp_path / 'continuous_loss.py'}:f"
+    assert resolved("--env", "Pendulum-v1", "--loss", loss) == (True, True)
 
 
 def test_a_resumed_run_keeps_the_automatic_settings_it_trained_with(tmp_path):

@@ -37,6 +37,7 @@ def saved_run(logdir, *, env=ENV, steps_trained=1234, weight_seed=3):
     config = resolve_auto_settings(
         TrainConfig.from_keys({"env": env, "logdir": str(logdir), "hidden_sizes": (16,)}),
         spec.observation_shape,
+        continuous_actions=spec.continuous_actions,
     )
     logdir.mkdir()
     (logdir / "config.json").write_text(json.dumps(config.to_json()))

@@ -104,7 +104,7 @@ def test_config_refuses_what_a_group_cannot_run(settings, message):
 def test_the_learner_runs_in_the_driver_on_one_cpu_of_one_machine(settings, where):
     from impala_rep.config.auto import resolve_auto_settings
 
-    config = resolve_auto_settings(TrainConfig.from_keys(settings), (4,))
+    config = resolve_auto_settings(TrainConfig.from_keys(settings), (4,), continuous_actions=False)
     assert config.run.learner_process == where
 
 

@@ -44,7 +44,8 @@ class RunKind:
 
     vectors: bool  # the env's observations are vectors (not images)
     continuous: bool  # the env's actions are continuous (a Box: a Gaussian policy)
-    built_in_mlp: bool  # the built-in MLP (no core) and IMPALA loss: no user agent or loss, vectors
+    mlp_agent: bool  # the built-in feed-forward MLP agent (vectors, no user agent, no core)
+    built_in_mlp: bool  # that agent and the IMPALA loss (no user loss either)
     one_cpu: bool  # the learner is one CPU device on one host
     cluster: bool  # the run joins a Ray cluster (--ray-address)
 
@@ -82,7 +83,7 @@ AUTO_RULES: tuple[AutoRule, ...] = (
     AutoRule(
         "separate_value_network",
         "on for the built-in MLP (no --agent or --use-lstm) with continuous actions, else off",
-        lambda kind: kind.continuous and kind.built_in_mlp,
+        lambda kind: kind.continuous and kind.mlp_agent,
         why="Continuous control by default",
     ),
     AutoRule(
@@ -121,23 +122,25 @@ def run_kind(
     config: TrainConfig,
     observation_shape,
     *,
-    continuous_actions: bool = False,
-    users_code: bool = False,
+    continuous_actions: bool,
+    users_agent: bool = False,
+    users_loss: bool = False,
 ) -> RunKind:
-    """`continuous_actions`: the env's actions are a Box. `users_code`: an agent or loss
-    object given through the Python API, which the config does not name."""
+    """`continuous_actions`: the env's actions are a Box. `users_agent`, `users_loss`: an
+    agent or loss object given through the Python API, which the config does not name."""
     vectors = len(observation_shape) == 1
+    mlp_agent = (
+        vectors
+        and not users_agent
+        and config.agent.factory is None
+        and config.agent.network in ("auto", "mlp")
+        and not config.agent.use_lstm  # measured as the MLP alone; an LSTM is another agent
+    )
     return RunKind(
         vectors=vectors,
         continuous=continuous_actions,
-        built_in_mlp=(
-            vectors
-            and not users_code
-            and config.agent.factory is None
-            and config.agent.network in ("auto", "mlp")
-            and not config.agent.use_lstm  # measured as the MLP alone; an LSTM is another agent
-            and config.loss.function is None
-        ),
+        mlp_agent=mlp_agent,
+        built_in_mlp=mlp_agent and not users_loss and config.loss.function is None,
         one_cpu=(
             config.learner.hosts == 1
             and parse_devices(config.learner.devices) == DeviceSpec("cpu", 1)
@@ -150,9 +153,10 @@ def resolve_auto_settings(
     config: TrainConfig,
     observation_shape,
     *,
-    continuous_actions: bool = False,
+    continuous_actions: bool,
     saved: TrainConfig | None = None,
-    users_code: bool = False,
+    users_agent: bool = False,
+    users_loss: bool = False,
 ) -> TrainConfig:
     """`config` with every setting left to auto made concrete by its `AUTO_RULES` entry, for
     an env with observations of `observation_shape` and, with `continuous_actions`, a Box
@@ -163,7 +167,11 @@ def resolve_auto_settings(
     choose now; where the saved config has none (a config.json from before the setting
     existed, or a null in it), what runs without it did (`legacy.BEFORE_THE_FIELD`)."""
     kind = run_kind(
-        config, observation_shape, continuous_actions=continuous_actions, users_code=users_code
+        config,
+        observation_shape,
+        continuous_actions=continuous_actions,
+        users_agent=users_agent,
+        users_loss=users_loss,
     )
     changes = {}
     for rule in AUTO_RULES:

@@ -195,6 +195,12 @@ class AgentConfig:
             self.separate_value_network,
             "applies to the feed-forward MLP, not with use_lstm",
         )
+        require(
+            not (self.separate_value_network and self.factory is not None),
+            "separate_value_network",
+            self.separate_value_network,
+            "applies to the built-in MLP, not to an --agent of your own",
+        )
         _numbers(self, ("initial_log_std",), lambda v: -10 <= v <= 2, "must be in [-10, 2]")
         require(
             isinstance(self.hidden_sizes, tuple)

@@ -79,7 +79,8 @@ def prepare(
             env_spec.observation_shape,
             continuous_actions=env_spec.continuous_actions,
             saved=saved,
-            users_code=agent is not None or loss is not None,
+            users_agent=agent is not None,
+            users_loss=loss is not None,
         )
         if on_this_machine:
             check_memory(

@@ -97,8 +97,9 @@ def checkpoint_step(logdir: str) -> int:
 def resumed_config(saved: TrainConfig, changes: Mapping[str, Any]) -> TrainConfig:
     """`saved` with `changes` ({key: value}) applied; ValueError if a locked key would change,
     or random network distillation would be turned on or off."""
-    # A locked setting left to auto (None) is the run's own, as its checkpoint holds it.
-    auto = {rule.key for rule in AUTO_RULES}
+    # A setting left to auto (None) that a resume keeps is the run's own: its checkpoint
+    # holds what the run trained with (RND's networks, observation statistics...).
+    auto = {rule.key for rule in AUTO_RULES if rule.kept_on_resume}
     changes = {k: v for k, v in changes.items() if not (k in auto and v is None)}
     for key in LOCKED_KEYS:
         if key in changes and changes[key] != saved.get(key):
@@ -106,10 +107,7 @@ def resumed_config(saved: TrainConfig, changes: Mapping[str, Any]) -> TrainConfi
                 f"cannot resume with {key} {changes[key]!r}: the checkpoint was trained with "
                 f"{key} {saved.get(key)!r}, and {', '.join(LOCKED_KEYS)} cannot change on resume"
             )
-    # RND's networks are in the checkpoint only when it is on; its weight may change. None
-    # (auto) on resume keeps the run's own.
-    if changes.get("rnd_cost", 0) is None:
-        changes = {key: value for key, value in changes.items() if key != "rnd_cost"}
+    # RND's networks are in the checkpoint only when it is on; its weight may change.
     if "rnd_cost" in changes and bool(changes["rnd_cost"]) != bool(saved.get("rnd_cost")):
         raise ValueError(
             f"cannot resume with rnd_cost {changes['rnd_cost']!r}: the checkpoint was trained with "
