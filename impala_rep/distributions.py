@@ -342,8 +342,10 @@ class DiagGaussian(_ComparedByRepr):
         return self._split(tf.convert_to_tensor(params))[0]
 
     def sample(self, params: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        mean, log_std = self._split(np.asarray(params))
-        return (mean + np.exp(log_std) * rng.standard_normal(mean.shape)).astype(np.float32)
+        mean, log_std = self._split(np.asarray(params, np.float32))
+        # Drawn in float32, as the actions are recorded: no float64 pass and copy per step.
+        noise = rng.standard_normal(mean.shape, dtype=np.float32)
+        return mean + np.exp(log_std) * noise
 
     def mode(self, params: np.ndarray) -> np.ndarray:
         return np.asarray(self._split(np.asarray(params))[0], np.float32)
