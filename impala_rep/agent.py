@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from impala_rep.agent_io import AgentInputs, AgentOutput  # noqa: F401  (their documented home)
 from impala_rep.distributions import policy_head_sizes
-from impala_rep.host_mlp import mlp_host_step
+from impala_rep.host_mlp import MLPHostAgent
 
 # bounds_normalization is re-exported: its documented home is here, beside MLPAgent.
 from impala_rep.observation_scaling import bounds_normalization, observation_scaling  # noqa: F401
@@ -206,7 +206,14 @@ class MLPAgent:
             if separate_value_network
             else None
         )
-        self._value_layers = len(hidden_sizes) if separate_value_network else 0
+        # What actors act with, in numpy; the agent acts exactly as it does.
+        self._twin = MLPHostAgent(
+            num_actions=num_actions,
+            hidden_sizes=hidden_sizes,
+            observation_normalization=observation_normalization,
+            action_distribution=action_distribution,
+            separate_value_network=separate_value_network,
+        )
         self._policy = tf.keras.layers.Dense(head, name="policy_logits")
         self._baseline = tf.keras.layers.Dense(1, name="baseline")
         # The order `host_mlp.mlp_host_step` reads the weights in.
@@ -265,10 +272,4 @@ class MLPAgent:
         For a small network a compiled `step` is nearly all TensorFlow's fixed cost per
         call, which numpy does not pay (docs/notebook.md, "Where the CPU goes").
         tests/test_host_step.py holds it to `step`."""
-        return mlp_host_step(
-            weights,
-            inputs,
-            scaling=self._scaling,
-            free_params=self._free_params,
-            value_layers=self._value_layers,
-        )
+        return self._twin.host_step(weights, inputs)

@@ -1,9 +1,9 @@
 """The MLP agent's `step` in numpy, TensorFlow-free: what actors act with.
 
-`MLPAgent.host_step` is `mlp_host_step`; `MLPHostAgent` is the same step without the
-agent's TensorFlow variables, for an actor process that never imports TensorFlow
-(`impala_rep.agent_factory.acting_agent` gives it for the built-in MLP): its weights
-all come from the learner. Importing TensorFlow would cost each actor seconds of CPU at
+`MLPHostAgent.host_step` is `mlp_host_step` for one MLP's layout, without the agent's
+TensorFlow variables (`MLPAgent.host_step` is its twin's), for an actor process that never
+imports TensorFlow (`impala_rep.agent_factory.acting_agent` gives it for the built-in MLP):
+its weights all come from the learner. Importing TensorFlow would cost each actor seconds of CPU at
 start-up and most of its memory for variables it never reads (docs/notebook.md, "Where
 the CPU goes").
 """
