@@ -414,31 +414,34 @@ def main() -> None:
                     print(f"evaluating {run['logdir']} ...", flush=True)
                     run.update(evaluate(pathlib.Path(run["logdir"])))
             results.setdefault(name, []).extend(runs)
-    for name in [] if args.merge else args.tasks:
+    planned = [] if args.merge else [(name, seed) for name in args.tasks for seed in args.seeds]
+    # Every run's folder checked before the first run: a taken one found at its turn would
+    # stop the invocation halfway.
+    for logdir in [out / args.label / f"{name}-s{seed}" for name, seed in planned]:
+        if logdir.exists():
+            raise SystemExit(f"{logdir} exists: choose another --label or remove it")
+    for name, seed in planned:
         task = TASKS[name]
-        for seed in args.seeds:
-            logdir = out / args.label / f"{name}-s{seed}"
-            if logdir.exists():
-                raise SystemExit(f"{logdir} exists: choose another --label or remove it")
-            print(f"{name} seed {seed}: {task.env}, {task.frames:,} frames ...", flush=True)
-            run = run_one(task, seed, logdir, extra)
-            run["logdir"] = str(logdir)
-            run["train_flags"] = extra
-            if not args.no_evaluate:
-                run.update(evaluate(logdir))
-            results.setdefault(name, []).append(run)
-            if not args.no_record:
-                record(name, task, run, label=args.label, extra=extra)
-            print(
-                f"  threshold {task.threshold:g}: "
-                + (
-                    f"{run['frames_to_threshold']:,} frames, {run['seconds_to_threshold']} s"
-                    if run["frames_to_threshold"] is not None
-                    else "not reached"
-                )
-                + f"; final {run['final_return']}; greedy {_greedy(run)}; run {run['seconds']} s",
-                flush=True,
+        logdir = out / args.label / f"{name}-s{seed}"
+        print(f"{name} seed {seed}: {task.env}, {task.frames:,} frames ...", flush=True)
+        run = run_one(task, seed, logdir, extra)
+        run["logdir"] = str(logdir)
+        run["train_flags"] = extra
+        if not args.no_evaluate:
+            run.update(evaluate(logdir))
+        results.setdefault(name, []).append(run)
+        if not args.no_record:
+            record(name, task, run, label=args.label, extra=extra)
+        print(
+            f"  threshold {task.threshold:g}: "
+            + (
+                f"{run['frames_to_threshold']:,} frames, {run['seconds_to_threshold']} s"
+                if run["frames_to_threshold"] is not None
+                else "not reached"
             )
+            + f"; final {run['final_return']}; greedy {_greedy(run)}; run {run['seconds']} s",
+            flush=True,
+        )
     print()
     print_table(results)
     figure = out / f"{args.label}.png"

@@ -182,3 +182,23 @@ def test_merge_with_evaluate_adds_the_greedy_figure_to_saved_runs_that_lack_it(
         "greedy_unfinished": None,
     }
     assert f"{merged['greedy_return']:.3g} ± " in capsys.readouterr().out  # the table's column
+
+
+def test_a_taken_run_folder_is_refused_before_the_first_run(tmp_path, monkeypatch):
+    """A label whose folder for a later task exists stops the suite before it runs anything,
+    not halfway through."""
+    import learning
+
+    out = tmp_path / "learning"
+    (out / "mine" / "acrobot-s1").mkdir(parents=True)
+    ran = []
+    monkeypatch.setattr(learning, "run_one", lambda *args: ran.append(args))
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        ["learning.py", "--tasks", "cartpole", "acrobot", "--seeds", "1"]
+        + ["--label", "mine", "--out", str(out), "--no-record"],
+    )
+    with pytest.raises(SystemExit, match="acrobot-s1 exists: choose another --label or remove it"):
+        learning.main()
+    assert ran == [] and not (out / "mine" / "cartpole-s1").exists()
