@@ -632,6 +632,33 @@ def test_continuous_control_gets_observation_normalisation_and_a_separate_value_
     assert resolved("--env", "Pendulum-v1", "--loss", loss) == (True, True)
 
 
+def test_a_continuous_run_from_before_the_settings_resumes_without_them(tmp_path):
+    """A Pendulum run whose config.json predates `normalize_observations` and
+    `separate_value_network` (or holds them off) resumes with both off, as it trained, though
+    auto would turn them on for it now; one that trained with them keeps them."""
+    import json
+
+    from impala_rep.config import TrainConfig
+    from impala_rep.run.prepare import prepare
+
+    def resumed(run):
+        # Auto (None) for both, as `train(config, resume=True)` is given them: the run's own.
+        given = TrainConfig.from_keys({"logdir": str(run), "env": "Pendulum-v1"})
+        config = prepare(given, resume=True).config
+        return config.loss.normalize_observations, config.agent.separate_value_network
+
+    new = _fake_run(tmp_path / "new", env="Pendulum-v1")  # resolved as CartPole's: set here
+    data = json.loads((new / "config.json").read_text())
+    data["loss"]["normalize_observations"] = data["agent"]["separate_value_network"] = True
+    (new / "config.json").write_text(json.dumps(data))
+    assert resumed(new) == (True, True)
+    old = _fake_run(tmp_path / "old", env="Pendulum-v1")
+    data = json.loads((old / "config.json").read_text())
+    del data["loss"]["normalize_observations"], data["agent"]["separate_value_network"]
+    (old / "config.json").write_text(json.dumps(data))
+    assert resumed(old) == (False, False)
+
+
 def test_a_resumed_run_keeps_the_automatic_settings_it_trained_with(tmp_path):
     """Auto (None) in the config given to `train(config, resume=True)` is the run's own
     value, not what auto would choose now; a config.json from before a setting holds what runs
