@@ -6,6 +6,11 @@ import subprocess
 import sys
 
 import pytest
+
+# The auto rules' test imports a user's loss, which imports TensorFlow in this process.
+# Imported here, at collection, as the other files whose tests use it do: its first import
+# runs `uname` (platform, for h5py), which `--fast` would take for a test's launch.
+import tensorflow  # noqa: F401
 from in_process_cli import refused_in_process
 
 
