@@ -414,15 +414,18 @@ def main() -> None:
                     print(f"evaluating {run['logdir']} ...", flush=True)
                     run.update(evaluate(pathlib.Path(run["logdir"])))
             results.setdefault(name, []).extend(runs)
-    planned = [] if args.merge else [(name, seed) for name in args.tasks for seed in args.seeds]
+    planned = [
+        (name, seed, out / args.label / f"{name}-s{seed}")
+        for name in ([] if args.merge else args.tasks)
+        for seed in args.seeds
+    ]
     # Every run's folder checked before the first run: a taken one found at its turn would
     # stop the invocation halfway.
-    for logdir in [out / args.label / f"{name}-s{seed}" for name, seed in planned]:
+    for _, _, logdir in planned:
         if logdir.exists():
             raise SystemExit(f"{logdir} exists: choose another --label or remove it")
-    for name, seed in planned:
+    for name, seed, logdir in planned:
         task = TASKS[name]
-        logdir = out / args.label / f"{name}-s{seed}"
         print(f"{name} seed {seed}: {task.env}, {task.frames:,} frames ...", flush=True)
         run = run_one(task, seed, logdir, extra)
         run["logdir"] = str(logdir)

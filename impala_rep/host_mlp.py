@@ -3,8 +3,8 @@
 `MLPHostAgent.host_step` is `mlp_host_step` for one MLP's layout, without the agent's
 TensorFlow variables (`MLPAgent.host_step` is its twin's), for an actor process that never
 imports TensorFlow (`impala_rep.agent_factory.acting_agent` gives it for the built-in MLP):
-its weights all come from the learner. Importing TensorFlow would cost each actor seconds of CPU at
-start-up and most of its memory for variables it never reads (docs/notebook.md, "Where
+its weights all come from the learner. Importing TensorFlow would cost each actor seconds of
+CPU at start-up and most of its memory for variables it never reads (docs/notebook.md, "Where
 the CPU goes").
 """
 
