@@ -2,13 +2,13 @@
 failures that follow) and --resume onto 2 replicas, an env that crashes on every start. (A
 SIGKILLed actor: test_training.py; signals to the command: test_shutdown.py.)"""
 
+import contextlib
 import json
 import os
 import pathlib
 import re
 import signal
 import threading
-import time
 
 import pytest
 
@@ -57,22 +57,30 @@ def ray_worker_pids(class_name: str) -> set[int]:
     return pids
 
 
-def kill_when(condition, class_name: str, *, timeout=120.0) -> threading.Thread:
-    """In the background: once `condition()` holds, SIGKILL one new `class_name` process."""
+@contextlib.contextmanager
+def killing_when(condition, class_name: str):
+    """While the block runs, in the background: once `condition()` holds, SIGKILL one new
+    `class_name` process. Yields an Event set when the kill was delivered. No deadline (a slow
+    box reaches the condition late, not never): polling stops when the block ends, so a
+    condition still true after a normal finish cannot kill the next test's process."""
     before = ray_worker_pids(class_name)
+    stop, killed = threading.Event(), threading.Event()
 
     def run():
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while not stop.wait(0.1):
             pids = ray_worker_pids(class_name) - before
             if pids and condition():
                 os.kill(min(pids), signal.SIGKILL)
+                killed.set()
                 return
-            time.sleep(0.1)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    return thread
+    try:
+        yield killed
+    finally:
+        stop.set()
+        thread.join()
 
 
 def records(logdir):
@@ -100,10 +108,11 @@ def test_killed_learner_stops_the_run_and_resume_continues_on_two_replicas(local
             learner_process="ray",  # a process of its own, to kill
         )
     )
-    killer = kill_when(lambda: (logdir / "checkpoints" / "checkpoint").exists(), "LearnerHost")
-    with pytest.raises(TrainingFailed) as failed:
-        train(config)
-    killer.join()
+    checkpointed_once = (logdir / "checkpoints" / "checkpoint").exists
+    with killing_when(checkpointed_once, "LearnerHost") as killed:
+        with pytest.raises(TrainingFailed) as failed:
+            train(config)
+    assert killed.is_set()
     message = str(failed.value)
     assert message.startswith("the learner process died"), message
     assert "actors keep failing" not in message

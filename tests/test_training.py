@@ -13,7 +13,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from test_reliability import kill_when  # noqa: E402
+from test_reliability import killing_when  # noqa: E402
 
 from impala_rep.config import TrainConfig  # noqa: E402
 from impala_rep.run.plotting import plot_run  # noqa: E402
@@ -44,14 +44,14 @@ def test_cartpole_learns_with_two_actors_and_two_replicas_and_one_killed_actor_r
             report_every=1.0,
         )
     )
-    killer = kill_when(
-        lambda: (
-            (logdir / "metrics.jsonl").exists() and (logdir / "metrics.jsonl").stat().st_size > 0
-        ),
-        "_ActorProcess",
-    )
-    result = train(config)
-    killer.join()
+
+    def reported_once():
+        metrics = logdir / "metrics.jsonl"
+        return metrics.exists() and metrics.stat().st_size > 0
+
+    with killing_when(reported_once, "_ActorProcess") as killed:
+        result = train(config)
+    assert killed.is_set(), "the run ended before an actor could be killed"
     out = capsys.readouterr().out
 
     # It learned: clearly above a random policy (fixed seed; with the default 8 passes
