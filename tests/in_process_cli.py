@@ -1,11 +1,20 @@
-"""`impala-rep` refusing bad input, called in the test process: seconds cheaper per case than
-a new process. The command changes process-wide state on its way to the refusal (signal
-handlers, TensorFlow's and Ray's environment variables, sys.path for user code, cloudpickle's
-by-value registry), which a later test in the same pytest worker must not inherit: it is all
-put back."""
+"""`impala-rep` called in the test process: what a new process costs (a Python start and
+TensorFlow's import, 5-8 CPU-s each on 2 cores) is not paid where the process itself is not
+what a test is about. Used for refusals of bad input, and for runs of the local launcher (no
+Ray: learner and actors are this process's threads) whose subject is what the commands do
+with a run (its checkpoint, its records). The console's file descriptors, signals and the
+installed entry point are tested through real processes (test_console.py, test_shutdown.py,
+test_cli.py).
 
+A command changes process-wide state on its way (signal handlers, TensorFlow's and Ray's
+environment variables, sys.path for user code, cloudpickle's by-value registry), which a later
+test in the same pytest worker must not inherit: it is all put back."""
+
+import contextlib
+import io
 import os
 import signal
+import subprocess
 import sys
 
 import pytest
@@ -13,18 +22,15 @@ import pytest
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def refused_in_process(argv, capsys) -> str:
-    """Runs the command's `main(argv)`, checks that it exits 2, and returns its last stderr line."""
+@contextlib.contextmanager
+def _process_state_restored():
     import ray.cloudpickle
-
-    from impala_rep.run.cli import main
 
     environ, path = dict(os.environ), list(sys.path)
     handlers = {signum: signal.getsignal(signum) for signum in _SIGNALS}
     by_value = set(ray.cloudpickle.list_registry_pickle_by_value())
     try:
-        with pytest.raises(SystemExit) as stop:
-            main(argv)
+        yield
     finally:
         os.environ.clear()
         os.environ.update(environ)
@@ -35,6 +41,29 @@ def refused_in_process(argv, capsys) -> str:
             module = sys.modules.pop(name, None)  # the user's code the command imported
             if module is not None:
                 ray.cloudpickle.unregister_pickle_by_value(module)
+
+
+def refused_in_process(argv, capsys) -> str:
+    """Runs the command's `main(argv)`, checks that it exits 2, and returns its last stderr line."""
+    from impala_rep.run.cli import main
+
+    with _process_state_restored(), pytest.raises(SystemExit) as stop:
+        main(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert stop.value.code == 2, err
     return err[-1]
+
+
+def command_in_process(*argv: str) -> subprocess.CompletedProcess:
+    """`impala-rep *argv` run to its end in this process: its exit code and what it printed,
+    as `subprocess.run(..., capture_output=True, text=True)` returns them."""
+    from impala_rep.run.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with _process_state_restored():
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(argv))
+            except SystemExit as exit_:  # argparse's errors, and exits on a signal
+                code = 0 if exit_.code is None else exit_.code
+    return subprocess.CompletedProcess(["impala-rep", *argv], code, out.getvalue(), err.getvalue())

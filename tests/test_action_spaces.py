@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 import pytest
-from in_process_cli import refused_in_process
+from in_process_cli import command_in_process, refused_in_process
 from test_console import foreign_lines
 
 TESTS_DIR = pathlib.Path(__file__).parent
@@ -41,7 +41,7 @@ def test_a_gaussian_policy_trains_on_pendulum_resumes_and_evaluates(tmp_path):
     """The run is also the quiet console's under Ray (a CPU run prints only its own lines;
     under the local launcher: test_console.py): its TensorFlow log level is the user's, and
     RAY_ADDRESS names a Ray that is not there, which the embedded start must not try to join
-    (ray.init would wait for it forever). The resume runs in one process (--launcher local):
+    (ray.init would wait for it forever). The resume runs in the test's process (--launcher local):
     restoring the policy does not depend on the launcher, and the suite saves a Ray start. The
     greedy evaluation is quiet too, and writes its JSON. It normalises observations by running
     statistics, which the resume restores and goes on moving (they are in the checkpoint)."""
@@ -69,7 +69,9 @@ def test_a_gaussian_policy_trains_on_pendulum_resumes_and_evaluates(tmp_path):
     assert all(r["loss"] is None or abs(r["loss"]) < 1e6 for r in records)
     counted = max(r.get("observation_count") or 0 for r in records)
     assert counted > 0
-    done = _run("train", "--resume", str(logdir), "--total-frames", "9600", "--launcher", "local")
+    done = command_in_process(
+        "train", "--resume", str(logdir), "--total-frames", "9600", "--launcher", "local"
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     resumed = _records(logdir)[len(records) :]
     last = resumed[-1]
@@ -101,7 +103,7 @@ def test_a_gaussian_policy_trains_on_pendulum_resumes_and_evaluates(tmp_path):
 @pytest.mark.launches
 def test_independent_categoricals_learn_a_multi_discrete_cartpole(tmp_path):
     logdir = tmp_path / "run"
-    done = _run(
+    done = command_in_process(
         "train",
         "--env",
         "action_spaces_env:MultiDiscreteCartPole-v0",

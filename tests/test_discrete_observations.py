@@ -1,12 +1,11 @@
 """Observations of discrete parts (gymnasium's toy_text) come as one-hot codes, and train."""
 
 import json
-import subprocess
-import sys
 
 import gymnasium
 import numpy as np
 import pytest
+from in_process_cli import command_in_process
 
 from impala_rep.envs import describe_env, make_vector_env
 
@@ -99,26 +98,18 @@ def test_frozenlake_is_learned_through_train(tmp_path):
     # decays to 0 within the run), so 200k. Threads make runs of one seed differ, and one
     # ended at 0.2: the bar is 7 times random play's rate, well below a typical end.
     logdir = tmp_path / "run"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "impala_rep",
-            "train",
-            "--env",
-            "FrozenLake-v1",
-            "--launcher",
-            "local",
-            "--total-frames",
-            "200000",
-            "--seed",
-            "1",
-            "--logdir",
-            str(logdir),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    proc = command_in_process(
+        "train",
+        "--env",
+        "FrozenLake-v1",
+        "--launcher",
+        "local",
+        "--total-frames",
+        "200000",
+        "--seed",
+        "1",
+        "--logdir",
+        str(logdir),
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     last = json.loads((logdir / "metrics.jsonl").read_text().splitlines()[-1])

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from in_process_cli import command_in_process
 from random_unrolls import random_unroll
 
 from impala_rep import Learner, LossConfig, MLPAgent, OptimizerConfig, Replicator
@@ -275,12 +276,6 @@ def test_a_learner_asked_for_popart_without_its_loss_refuses_it():
     assert learner.num_steps == 0
 
 
-def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "impala_rep", *args], capture_output=True, text=True, timeout=300
-    )
-
-
 @pytest.mark.launches
 def test_popart_with_the_novelty_bonus_trains_resumes_and_evaluates_through_the_commands(tmp_path):
     """MountainCar: PopArt under random network distillation (auto on for vectors), each
@@ -291,7 +286,7 @@ def test_popart_with_the_novelty_bonus_trains_resumes_and_evaluates_through_the_
     run of an agent with memory on vector observations through the commands too (its network
     alone: tests/test_networks.py)."""
     run = tmp_path / "run"
-    proc = _cli(
+    proc = command_in_process(
         "train",
         "--env",
         "MountainCar-v0",
@@ -333,7 +328,7 @@ def test_popart_with_the_novelty_bonus_trains_resumes_and_evaluates_through_the_
     assert not undocumented, f"docs/reference/metrics.md does not document {sorted(undocumented)}"
     # RND's predictor and target come back too: a resumed run and a greedy evaluation build
     # the same agent (a mismatch fails to restore).
-    proc = _cli("train", "--resume", str(run), "--total-frames", "9600")
+    proc = command_in_process("train", "--resume", str(run), "--total-frames", "9600")
     assert proc.returncode == 0, proc.stderr[-2000:]
     resumed = [
         json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()[len(first) :]
@@ -344,7 +339,7 @@ def test_popart_with_the_novelty_bonus_trains_resumes_and_evaluates_through_the_
     # Restored, not restarted at (0, 1): at a step size of 0.001 the mean moves 0.1% of the
     # way a step, so a restart could not be back within 80% of it by the first report.
     assert trained and trained[0]["popart_mean"] < 0.8 * last["popart_mean"] < 0, (last, trained[0])
-    proc = _cli("evaluate", str(run), "--episodes", "2")
+    proc = command_in_process("evaluate", str(run), "--episodes", "2")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "greedy policy, 2 episodes" in proc.stdout
 

@@ -4,12 +4,11 @@ user's agent and loss (the built-in agent's run: tests/test_popart.py)."""
 
 import json
 import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from in_process_cli import command_in_process
 from manual_update import manual_impala_loss
 from random_unrolls import random_unroll
 
@@ -181,12 +180,6 @@ def test_a_step_cost_batch_is_one_negative_reward_on_every_step_that_did_not_end
     assert bool(got) == expected
 
 
-def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "impala_rep", *args], capture_output=True, text=True, timeout=300
-    )
-
-
 # The novelty bonus trained, resumed and evaluated through the commands (MountainCar, RND on
 # by default): tests/test_popart.py's run, under PopArt, asserts RND's metrics and restore too.
 
@@ -197,7 +190,7 @@ def test_rnd_cost_wraps_the_users_agent_and_loss(tmp_path):
     batch-norm agent and L2-regularised loss train with it (their own metric and RND's)."""
     example = pathlib.Path(__file__).resolve().parents[1] / "examples" / "custom_agent.py"
     run = tmp_path / "run"
-    proc = _cli(
+    proc = command_in_process(
         "train",
         "--env",
         "CartPole-v1",
