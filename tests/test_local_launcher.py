@@ -15,6 +15,7 @@ import textwrap
 import time
 
 import pytest
+from in_process_cli import command_in_process
 
 from impala_rep.run.run_log import read_metrics
 
@@ -121,22 +122,9 @@ def test_a_resume_with_another_batch_size_keeps_the_learning_rate_where_the_fram
     steps, frames = result_of(local_run[1])
     done = len(read_metrics(logdir))
     # Through the command, as a user resumes: only the flags given change the saved config.
-    more = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "impala_rep",
-            "train",
-            "--resume",
-            str(logdir),
-            "--total-frames",
-            "80000",
-            "--batch-size",
-            "32",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    # (In this process: the local launcher's run, tests/in_process_cli.py.)
+    more = command_in_process(
+        "train", "--resume", str(logdir), "--total-frames", "80000", "--batch-size", "32"
     )
     assert more.returncode == 0, more.stderr[-3000:]
     assert f"resumed from {logdir / 'checkpoints'}" in more.stdout
@@ -192,26 +180,17 @@ def test_a_resume_that_fails_to_restore_leaves_config_json_as_it_was(
     if launcher == "ray":
         ray = request.getfixturevalue("local_ray")
         flags = ["--ray-address", ray.get_runtime_context().gcs_address]
-    more = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "impala_rep",
-            "train",
-            "--resume",
-            str(logdir),
-            "--launcher",
-            launcher,
-            *flags,
-            "--total-frames",
-            "60000",
-            "--batch-size",
-            "32",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    argv = ["train", "--resume", str(logdir), "--launcher", launcher, *flags]
+    argv += ["--total-frames", "60000", "--batch-size", "32"]
+    if launcher == "local":
+        more = command_in_process(*argv)
+    else:  # a driver of its own, joining the session's Ray
+        more = subprocess.run(
+            [sys.executable, "-m", "impala_rep", *argv],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert more.returncode == 1, more.stdout + more.stderr
     assert "the learner could not start" in more.stderr and "Traceback" not in more.stderr
     assert (logdir / "config.json").read_bytes() == saved
