@@ -31,8 +31,10 @@ SAME_STEP vector env:
 * Dict observations keep the keys `observation_keys` names (all by default). One
   kept key gives that part alone (MiniGrid's `image` goes to a CNN as any image
   would); several are flattened as above, images among them, as rl-baselines3-zoo
-  feeds MiniGrid to an MLP. A part no network here takes (MiniGrid's `Text`
-  mission) is refused, naming the key and the flag that leaves it out.
+  feeds MiniGrid to an MLP. MiniGrid's image codes cells by object, colour and
+  state indices: they become one-hot planes first (`impala_rep.envs.minigrid`). A
+  part no network here takes (MiniGrid's `Text` mission) is refused, naming the key
+  and the flag that leaves it out.
 * Everything else is a `SyncVectorEnv(autoreset_mode=SAME_STEP)`, which steps
   its sub-envs one by one in Python: for a cheap env such as CartPole that costs
   more than the actor's policy call; scale with more actors if the env is the
@@ -69,7 +71,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from impala_rep.distributions import DiagGaussian, for_action_space
-from impala_rep.envs import atari, minatar
+from impala_rep.envs import atari, minatar, minigrid
 from impala_rep.envs.cartpole import CartPoleSameStepVectorEnv
 
 __all__ = ["EnvSpec", "check_env_options", "describe_env", "make_vector_env", "register_env"]
@@ -151,7 +153,7 @@ def describe_env(env_id: str, *, observation_keys: tuple[str, ...] | None = None
         ) from None
     try:
         actions = _actions(env_id, env.action_space)
-        env = _kept_observations(env, env_id=env_id, observation_keys=observation_keys)
+        env = _kept_observations(_coded(env), env_id=env_id, observation_keys=observation_keys)
         one_hot = _is_flattened(env.observation_space) and _all_discrete(env.observation_space)
         env = _flattened_if_needed(env)
         _check_observation_space(env_id, env.observation_space)
@@ -300,8 +302,13 @@ def _agent_observations(
     """`env` with its observations as the agent takes them: the kept keys, flattened where
     they need it (see the module docstring)."""
     return _flattened_if_needed(
-        _kept_observations(env, env_id=env_id, observation_keys=observation_keys)
+        _kept_observations(_coded(env), env_id=env_id, observation_keys=observation_keys)
     )
+
+
+def _coded(env: gymnasium.Env) -> gymnasium.Env:
+    """`env` with MiniGrid's image codes as one-hot planes (`impala_rep.envs.minigrid`)."""
+    return minigrid.one_hot_image(env) if minigrid.is_minigrid_env(env) else env
 
 
 def _check_observation_space(env_id: str, space: gymnasium.Space) -> None:

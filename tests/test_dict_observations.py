@@ -147,28 +147,50 @@ def test_the_kept_keys_are_what_gymnasium_keeps():
         reference.close()
 
 
-def test_minigrid_needs_its_mission_left_out_and_gives_its_image_to_the_cnn():
+def _planes_by_hand(image):
+    """The one-hot planes of MiniGrid's [H, W, 3] codes, cell by cell: 11 object planes, 6
+    colour planes, 4 state planes."""
+    planes = np.zeros((*image.shape[:2], 21), np.uint8)
+    for row in range(image.shape[0]):
+        for col in range(image.shape[1]):
+            thing, colour, state = (int(v) for v in image[row, col])
+            planes[row, col, thing] = planes[row, col, 11 + colour] = 255
+            planes[row, col, 17 + state] = 255
+    return planes
+
+
+def test_minigrid_needs_its_mission_left_out_and_gives_its_image_to_the_cnn_as_one_hot_planes():
     env_id = "MiniGrid-DoorKey-5x5-v0"
     with pytest.raises(ValueError) as error:
         describe_env(env_id)
     assert str(error.value).startswith(f"environment {env_id!r}: observation key 'mission' is a ")
     assert str(error.value).endswith("(its keys: direction, image, mission)")
     spec = describe_env(env_id, observation_keys=("image",))
-    assert (spec.observation_shape, spec.observation_dtype) == ((7, 7, 3), np.uint8)
+    assert (spec.observation_shape, spec.observation_dtype) == ((7, 7, 21), np.uint8)
     env = make_vector_env(env_id, num_envs=2, seed=0, observation_keys=("image",))
-    try:
-        obs, _ = env.reset()
-    finally:
-        env.close()
     reference = gymnasium.make(env_id)
     try:
         # Sub-env 0 is reset with the seed itself when built; a plain reset follows on.
         reference.reset(seed=0)
-        image = reference.reset()[0]["image"]
+        images = [reference.reset()[0]["image"]]
+        seen = [env.reset()[0][0]]
+        # Turn and step: walls, the key, the door and the goal come into view.
+        for action in (0, 2, 2, 1, 1, 2, 3, 5):
+            images.append(reference.step(action)[0]["image"])
+            seen.append(env.step(np.array([action, action]))[0][0])
     finally:
+        env.close()
         reference.close()
-    assert obs.shape == (2, 7, 7, 3)
-    np.testing.assert_array_equal(obs[0], image)
+    assert seen[0].shape == (7, 7, 21)
+    for obs, image in zip(seen, images):
+        np.testing.assert_array_equal(obs, _planes_by_hand(image))
+    kinds = {int(k) for image in images for k in np.unique(image[..., 0])}
+    assert {1, 2, 4, 5} <= kinds, kinds  # empty, wall, door and key were seen and coded
+
+
+def test_minigrid_with_several_keys_flattens_the_planes_beside_the_direction():
+    spec = describe_env("MiniGrid-DoorKey-5x5-v0", observation_keys=("image", "direction"))
+    assert spec.observation_shape == (4 + 7 * 7 * 21,)
 
 
 @pytest.mark.parametrize("env_id", ["MinAtar/Breakout-v1", "ALE/Pong-v5"])
