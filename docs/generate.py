@@ -558,6 +558,18 @@ def results_page() -> str:
         "training policy's (sampled) returns.\n\n"
     )
     out.append(sb3_section())
+    out.append(
+        "\n## What a policy costs\n\n"
+        "CPU microseconds per env frame of the actors' policy call and of the learner's update, "
+        "each measured alone on one thread in one sitting (`benchmarks/policy_cost.py`), as "
+        "ratios to the first row: the built-in MLP's categorical policy, acting through its "
+        "numpy twin. The Gaussian rows have the same network (the built-in MLP of the default "
+        "sizes, with the settings the auto rules switch on for continuous actions turned off), "
+        "so only the policy head and its distribution differ. The compiled-call rows act "
+        "through one TensorFlow call per step, as a user's agent without a `host_step` does "
+        "([custom agents](guide/custom-agents.md)), and an agent with memory.\n\n"
+    )
+    out.append(policy_cost_section())
     out.append("\n")
     anchors = ledger.load_anchors()
     out.append(
@@ -688,6 +700,43 @@ def _sb3_task(batch: list[dict]) -> str:
         + "\n"
         + ratio
         + f"Records: `{batch[0]['path'].rsplit('/', 1)[0]}/`, commit "
+        f"{(batch[0]['code']['commit'] or '?')[:10]}, {_machines([{'records': batch}])}.\n"
+    )
+
+
+def policy_cost_section(results: pathlib.Path | None = None) -> str:
+    """The newest batch of `benchmarks/policy_cost.py` records: a row per case."""
+    newest = ledger.newest_batch(ledger.load_records("policy_cost", results or ledger.RESULTS))
+    if not newest:
+        return "No record yet: run `benchmarks/policy_cost.py`.\n"
+    # A repeat at the same commit and label: its newest record of each task.
+    batch = list({r["task"]: r for r in sorted(newest, key=lambda r: r["date"])}.values())
+    reference = batch[-1]["settings"]["reference"]
+    batch.sort(key=lambda r: (r["task"] != reference, r["task"]))
+    rows = [
+        [
+            r["settings"]["env"],
+            r["settings"]["policy"],
+            f"{r['figures']['policy_us']:.2f}",
+            f"{r['figures']['policy_us_ratio']:.2f}×",
+            f"{r['figures']['learner_us']:.2f}",
+            f"{r['figures']['learner_us_ratio']:.2f}×",
+        ]
+        for r in batch
+    ]
+    return (
+        _table(
+            [
+                "env",
+                "policy",
+                "policy call, µs/frame",
+                "÷ first row",
+                "learner update, µs/frame",
+                "÷ first row",
+            ],
+            rows,
+        )
+        + f"\nRecords: `{batch[0]['path'].rsplit('/', 2)[0]}/`, commit "
         f"{(batch[0]['code']['commit'] or '?')[:10]}, {_machines([{'records': batch}])}.\n"
     )
 

@@ -202,3 +202,42 @@ def test_a_taken_run_folder_is_refused_before_the_first_run(tmp_path, monkeypatc
     with pytest.raises(SystemExit, match="acrobot-s1 exists: choose another --label or remove it"):
         learning.main()
     assert ran == [] and not (out / "mine" / "cartpole-s1").exists()
+
+
+def test_the_policy_cost_table_puts_the_reference_first_and_shows_each_cases_newest_figures(
+    tmp_path,
+):
+    import ledger
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "docs"))
+    from generate import policy_cost_section
+
+    def record(task, policy_ratio, when, reference="pendulum"):
+        path = ledger.write_record(
+            benchmark="policy_cost",
+            task=task,
+            label="defaults",
+            seed=0,
+            command=["benchmarks/policy_cost.py"],
+            figures={
+                "policy_us": 1.0,
+                "learner_us": 2.0,
+                "policy_us_ratio": policy_ratio,
+                "learner_us_ratio": 1.0,
+            },
+            settings={"env": f"{task}-env", "policy": "p", "reference": reference},
+            results=tmp_path,
+        )
+        # Dated (and named) a second apart: written within one second, they would share both.
+        written = json.loads(path.read_text())
+        path.unlink()
+        path.with_name(f"{when}-{path.name}").write_text(
+            json.dumps({**written, "date": f"2026-01-01T00:00:0{when}+00:00"})
+        )
+
+    record("halfcheetah", 1.75, when=1)
+    record("pendulum", 1.0, when=2)
+    record("halfcheetah", 1.25, when=3)  # a repeat at the same commit and label: the newest
+    rows = [line for line in policy_cost_section(tmp_path).splitlines() if "-env |" in line]
+    assert [row.split(" | ")[0] for row in rows] == ["| pendulum-env", "| halfcheetah-env"]
+    assert "| 1.25× |" in rows[1] and "1.75" not in policy_cost_section(tmp_path)
