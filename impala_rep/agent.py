@@ -214,18 +214,7 @@ class MLPAgent:
             action_distribution=action_distribution,
             separate_value_network=separate_value_network,
         )
-        # A Gaussian's means start near 0 in every state, its log-stds setting the spread, as
-        # CleanRL's and SB3's continuous-control agents start (orthogonal, gain 0.01): a head
-        # of the usual scale gives each state a mean of its own to explore around.
-        self._policy = tf.keras.layers.Dense(
-            head,
-            name="policy_logits",
-            kernel_initializer=(
-                tf.keras.initializers.Orthogonal(gain=0.01)
-                if self._free_params
-                else "glorot_uniform"
-            ),
-        )
+        self._policy = tf.keras.layers.Dense(head, name="policy_logits")
         self._baseline = tf.keras.layers.Dense(1, name="baseline")
         # The order `host_mlp.mlp_host_step` reads the weights in.
         value = [] if self._value_torso is None else self._value_torso.layers
