@@ -372,11 +372,12 @@ def _span(stats: dict | None, show: Callable[[float], str]) -> str:
 
 
 def learning_rows(results: pathlib.Path | None = None) -> list[dict[str, Any]]:
-    """One row per task: the newest batch of default-flag runs."""
+    """One row per task: the newest batch of default-flag runs labelled `defaults` (a run of
+    changed code, such as an experiment later reverted, has no flags but another label)."""
     anchors = ledger.load_anchors()
     by_task: dict[str, list[dict]] = {}
     for record in ledger.load_records("learning", results or ledger.RESULTS):
-        if not record["settings"].get("extra_flags"):
+        if record["label"] == "defaults" and not record["settings"].get("extra_flags"):
             by_task.setdefault(record["task"], []).append(record)
     rows = []
     for task in anchors:  # the anchors file's order
