@@ -10,7 +10,9 @@ index a plane of its own instead, 0/255 uint8 as MinAtar's channels are (the pix
 scale uint8 by 1/255, `impala_rep.networks`): `[7, 7, 3]` becomes `[7, 7, 21]`, 11 + 6 + 4
 planes, the last four wide enough for a direction. Only the `image` key changes; the others
 (the direction, the mission) are kept or refused as any Dict part is
-(`impala_rep.envs.factory`).
+(`impala_rep.envs.factory`). `ImgObsWrapper`'s bare image and `FullyObsWrapper`'s whole grid
+get planes too; what a wrapper made of the codes (RGBImgObsWrapper's pixels,
+SymbolicObsWrapper's coordinates) is kept as it is.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import numpy as np
 __all__ = ["PLANES", "is_minigrid_env", "one_hot_image"]
 
 # Planes per code: objects, colours, and states or an agent's direction (0-3), from minigrid's
-# own tables (minigrid.core.constants), read here to fail loudly if they ever grow.
+# own tables (minigrid.core.constants), checked against them where the planes are made.
 OBJECTS, COLOURS, STATES = 11, 6, 4
 PLANES = OBJECTS + COLOURS + STATES
 
@@ -36,21 +38,35 @@ def is_minigrid_env(env: gymnasium.Env) -> bool:
 
 
 def one_hot_image(env: gymnasium.Env) -> gymnasium.Env:
-    """`env` with its observations' `image` as one-hot planes (the module docstring); `env`
-    itself when its observations have no `[H, W, 3]` image."""
+    """`env` with its image of MiniGrid's codes as one-hot planes (the module docstring): the
+    `image` of its Dict observations, or the observation itself where it is that image
+    (`ImgObsWrapper`'s); `env` itself when it has no such image."""
     from minigrid.core.constants import COLOR_TO_IDX, DIR_TO_VEC, OBJECT_TO_IDX, STATE_TO_IDX
 
-    assert (len(OBJECT_TO_IDX), len(COLOR_TO_IDX)) == (OBJECTS, COLOURS), "minigrid's codes grew"
-    assert max(len(STATE_TO_IDX), len(DIR_TO_VEC)) == STATES, "minigrid's codes grew"
+    sizes = (len(OBJECT_TO_IDX), len(COLOR_TO_IDX), max(len(STATE_TO_IDX), len(DIR_TO_VEC)))
+    if sizes != (OBJECTS, COLOURS, STATES):
+        raise RuntimeError(f"minigrid's codes changed: {sizes} kinds, planes for {PLANES}")
     space = env.observation_space
+    if isinstance(space, gymnasium.spaces.Box) and _codes(space, env.unwrapped):
+        planes = gymnasium.spaces.Box(0, 255, (*space.shape[:2], PLANES), np.uint8)
+        return gymnasium.wrappers.TransformObservation(env, image_planes, planes)
     image = space.spaces.get("image") if isinstance(space, gymnasium.spaces.Dict) else None
-    if image is None or len(image.shape) != 3 or image.shape[2] != 3:
+    if not isinstance(image, gymnasium.spaces.Box) or not _codes(image, env.unwrapped):
         return env
     planes = gymnasium.spaces.Box(0, 255, (*image.shape[:2], PLANES), np.uint8)
     one_hot = gymnasium.spaces.Dict({**space.spaces, "image": planes})
     return gymnasium.wrappers.TransformObservation(
         env, lambda obs: {**obs, "image": image_planes(obs["image"])}, one_hot
     )
+
+
+def _codes(image: gymnasium.spaces.Box, grid_env) -> bool:
+    """Whether `image` holds MiniGrid's cell codes: uint8, 3 per cell, one cell per entry of
+    the agent's view or of the whole grid (FullyObsWrapper's). Not what a wrapper made of them:
+    RGBImgObsWrapper's pixels (a tile of pixels per cell), SymbolicObsWrapper's coordinates."""
+    view = grid_env.agent_view_size
+    cells = {(view, view), (grid_env.width, grid_env.height)}
+    return image.dtype == np.uint8 and image.shape[2:] == (3,) and image.shape[:2] in cells
 
 
 # Each code's offset among the planes.

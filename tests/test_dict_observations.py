@@ -188,9 +188,55 @@ def test_minigrid_needs_its_mission_left_out_and_gives_its_image_to_the_cnn_as_o
     assert {1, 2, 4, 5} <= kinds, kinds  # empty, wall, door and key were seen and coded
 
 
-def test_minigrid_with_several_keys_flattens_the_planes_beside_the_direction():
-    spec = describe_env("MiniGrid-DoorKey-5x5-v0", observation_keys=("image", "direction"))
+def test_minigrid_with_several_keys_flattens_the_planes_after_the_direction():
+    env_id = "MiniGrid-DoorKey-5x5-v0"
+    spec = describe_env(env_id, observation_keys=("image", "direction"))
     assert spec.observation_shape == (4 + 7 * 7 * 21,)
+    assert spec.observation_dtype == np.float32
+    # The Dict's (alphabetical) order: the direction's one-hot code, then the planes, whose
+    # bounds stay [0, 255] for the MLP's scaling.
+    assert spec.observation_bounds[1][:4] == (1.0,) * 4 and set(spec.observation_bounds[1][4:]) == {
+        255.0
+    }
+    env = make_vector_env(env_id, num_envs=1, seed=0, observation_keys=("image", "direction"))
+    reference = gymnasium.make(env_id)
+    try:
+        obs = env.reset()[0][0]
+        reference.reset(seed=0)
+        raw = reference.reset()[0]
+    finally:
+        env.close()
+        reference.close()
+    np.testing.assert_array_equal(obs[:4], np.eye(4)[raw["direction"]])
+    np.testing.assert_array_equal(obs[4:], _planes_by_hand(raw["image"]).ravel())
+
+
+def test_minigrid_wrappers_codes_get_planes_and_what_they_made_of_them_is_kept():
+    import minigrid.wrappers
+
+    from impala_rep.envs.minigrid import one_hot_image
+
+    def first(wrapper):
+        env = one_hot_image(wrapper(gymnasium.make("MiniGrid-DoorKey-5x5-v0")))
+        raw = wrapper(gymnasium.make("MiniGrid-DoorKey-5x5-v0"))
+        try:
+            return env.observation_space, env.reset(seed=3)[0], raw.reset(seed=3)[0]
+        finally:
+            env.close()
+            raw.close()
+
+    # The image alone (a Box), and the whole grid with the agent's direction in its state code.
+    space, obs, raw = first(minigrid.wrappers.ImgObsWrapper)
+    assert space.shape == obs.shape == (7, 7, 21)
+    np.testing.assert_array_equal(obs, _planes_by_hand(raw))
+    space, obs, raw = first(minigrid.wrappers.FullyObsWrapper)
+    assert space["image"].shape == obs["image"].shape == (5, 5, 21)
+    np.testing.assert_array_equal(obs["image"], _planes_by_hand(raw["image"]))
+    assert 10 in raw["image"][..., 0]  # the agent, its direction in the state code
+    # Pixels, one 8x8 tile per cell: kept as they are.
+    space, obs, raw = first(minigrid.wrappers.RGBImgPartialObsWrapper)
+    assert space["image"].shape == obs["image"].shape == (56, 56, 3)
+    np.testing.assert_array_equal(obs["image"], raw["image"])
 
 
 @pytest.mark.parametrize("env_id", ["MinAtar/Breakout-v1", "ALE/Pong-v5"])
