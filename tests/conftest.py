@@ -3,8 +3,9 @@
 One embedded Ray serves every test that asks for it (Ray costs seconds to start); `train`
 joins it instead of starting its own.
 
-Tiers: a test that starts Ray or another process is marked `launches` (by hand, or here for
-every test that asks for `local_ray`), one that compiles XLA steps `compiles`. `pytest --fast`
+Tiers: a test that starts Ray or another process, or trains through a command, is marked
+`launches` (by hand, or here for every test that asks for `local_ray`), one that compiles XLA
+steps `compiles`. `pytest --fast`
 (`make test-fast`) runs only the others, and makes a launch fail the test that tried it, so a
 missing mark shows at once.
 """
@@ -61,7 +62,10 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "launches: starts Ray or another process (not in --fast)")
+    config.addinivalue_line(
+        "markers",
+        "launches: starts Ray or another process, or trains through a command (not in --fast)",
+    )
     config.addinivalue_line(
         "markers", "compiles: compiles XLA steps, ~10 s each on 2 cores (not in --fast)"
     )

@@ -8,7 +8,10 @@ test_cli.py).
 
 A command changes process-wide state on its way (signal handlers, TensorFlow's and Ray's
 environment variables, sys.path for user code, cloudpickle's by-value registry), which a later
-test in the same pytest worker must not inherit: it is all put back."""
+test in the same pytest worker must not inherit: it is all put back, and a run that left a
+thread of its own running fails. One state cannot be put back: TensorFlow's logical CPU
+devices, set once per process. The learner of a local run here must have one CPU device, as
+every test process's TensorFlow has (`--learner-devices cpu:N` needs a process of its own)."""
 
 import contextlib
 import io
@@ -16,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -60,10 +64,13 @@ def command_in_process(*argv: str) -> subprocess.CompletedProcess:
     from impala_rep.run.cli import main
 
     out, err = io.StringIO(), io.StringIO()
+    threads = set(threading.enumerate())
     with _process_state_restored():
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 code = main(list(argv))
             except SystemExit as exit_:  # argparse's errors, and exits on a signal
                 code = 0 if exit_.code is None else exit_.code
+    left = [t.name for t in set(threading.enumerate()) - threads if t.is_alive()]
+    assert not left, f"the command left threads running: {left}"
     return subprocess.CompletedProcess(["impala-rep", *argv], code, out.getvalue(), err.getvalue())

@@ -1,8 +1,8 @@
 """`--launcher local`: learner and actors in one process, no Ray, the same outputs as under Ray.
 
-Each local run is its own subprocess: the local launcher builds the learner's Replicator in the
-process it runs in, and TensorFlow's devices can be configured only once per process. One local
-run of SMALL serves every test that needs a finished run: each takes a copy of its folder.
+One local run of SMALL, in a subprocess of its own (it shows that a local run imports no Ray),
+serves every test that needs a finished run: each takes a copy of its folder. The resumes of
+that run go through the command in the test's process (tests/in_process_cli.py).
 """
 
 import inspect

@@ -64,15 +64,18 @@ def killing_when(condition, class_name: str):
     box reaches the condition late, not never): polling stops when the block ends, so a
     condition still true after a normal finish cannot kill the next test's process."""
     before = ray_worker_pids(class_name)
-    stop, killed = threading.Event(), threading.Event()
+    stop, killed, failed = threading.Event(), threading.Event(), []
 
     def run():
-        while not stop.wait(0.1):
-            pids = ray_worker_pids(class_name) - before
-            if pids and condition():
-                os.kill(min(pids), signal.SIGKILL)
-                killed.set()
-                return
+        try:
+            while not stop.wait(0.1):
+                pids = ray_worker_pids(class_name) - before
+                if pids and condition() and not stop.is_set():
+                    os.kill(min(pids), signal.SIGKILL)
+                    killed.set()
+                    return
+        except Exception as err:  # noqa: BLE001 - raised in the test's thread, below
+            failed.append(err)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -81,6 +84,8 @@ def killing_when(condition, class_name: str):
     finally:
         stop.set()
         thread.join()
+    if failed:
+        raise failed[0]
 
 
 def records(logdir):
