@@ -15,7 +15,8 @@ numpy twin.
   same network, the built-in MLP of the default sizes with the settings the auto rules switch
   on for continuous actions turned off (`--no-separate-value-network
   --no-normalize-observations`, and no novelty bonus), so that what differs is the policy head
-  and its distribution's sampling, log-probs, entropy and KL.
+  and its distribution's sampling, log-probs, entropy and KL, and the observation's width (the
+  first layer's inputs: CartPole's 4, HalfCheetah's 17).
 - **Acting paths**: a user's feed-forward agent without a `host_step` (the custom-agent
   example's) acts through one compiled TensorFlow call per step, and an agent with memory
   (`--use-lstm`) does too, with its LSTM: against the reference, what the TensorFlow call

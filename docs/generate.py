@@ -563,10 +563,11 @@ def results_page() -> str:
         "\n## What a policy costs\n\n"
         "CPU microseconds per env frame of the actors' policy call and of the learner's update, "
         "each measured alone on one thread in one sitting (`benchmarks/policy_cost.py`), as "
-        "ratios to the first row: the built-in MLP's categorical policy, acting through its "
-        "numpy twin. The Gaussian rows have the same network (the built-in MLP of the default "
-        "sizes, with the settings the auto rules switch on for continuous actions turned off), "
-        "so only the policy head and its distribution differ. The compiled-call rows act "
+        "ratios to the first row (by default the built-in MLP's categorical policy on CartPole, "
+        "acting through its numpy twin). The Gaussian rows have the same torso (the built-in "
+        "MLP of the default sizes, with the settings the auto rules switch on for continuous "
+        "actions turned off): the policy head, its distribution and the observation's width "
+        "differ. The compiled-call rows act "
         "through one TensorFlow call per step, as a user's agent without a `host_step` does "
         "([custom agents](guide/custom-agents.md)), and an agent with memory.\n\n"
     )
@@ -710,10 +711,14 @@ def policy_cost_section(results: pathlib.Path | None = None) -> str:
     newest = ledger.newest_batch(ledger.load_records("policy_cost", results or ledger.RESULTS))
     if not newest:
         return "No record yet: run `benchmarks/policy_cost.py`.\n"
-    # A repeat at the same commit and label: its newest record of each task.
-    batch = list({r["task"]: r for r in sorted(newest, key=lambda r: r["date"])}.values())
-    reference = batch[-1]["settings"]["reference"]
-    batch.sort(key=lambda r: (r["task"] != reference, r["task"]))
+    # The newest sitting's reference; a repeat at the same commit and label: its newest
+    # record of each case. Ratios are to one reference only.
+    dated = sorted(newest, key=lambda r: r["date"])
+    reference = dated[-1]["settings"]["reference"]
+    same = [r for r in dated if r["settings"]["reference"] == reference]
+    batch = sorted(
+        {r["task"]: r for r in same}.values(), key=lambda r: (r["task"] != reference, r["task"])
+    )
     rows = [
         [
             r["settings"]["env"],
