@@ -207,34 +207,36 @@ def test_a_taken_run_folder_is_refused_before_the_first_run(tmp_path, monkeypatc
 def test_the_policy_cost_table_puts_the_reference_first_and_shows_each_cases_newest_figures(
     tmp_path,
 ):
-    import ledger
-
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "docs"))
     from generate import policy_cost_section
 
     def record(task, policy_ratio, when, reference="pendulum"):
-        path = ledger.write_record(
-            benchmark="policy_cost",
-            task=task,
-            label="defaults",
-            seed=0,
-            command=["benchmarks/policy_cost.py"],
-            figures={
-                "policy_us": 1.0,
-                "learner_us": 2.0,
-                "policy_us_ratio": policy_ratio,
-                "learner_us_ratio": 1.0,
-            },
-            settings={"env": f"{task}-env", "policy": "p", "reference": reference},
-            results=tmp_path,
-        )
-        # Dated (and named) a second apart: written within one second, they would share both.
-        written = json.loads(path.read_text())
-        path.unlink()
-        path.with_name(f"{when}-{path.name}").write_text(
-            json.dumps({**written, "date": f"2026-01-01T00:00:0{when}+00:00"})
+        """A record as `ledger.write_record` writes it (without its git calls: no process),
+        dated a second apart."""
+        folder = tmp_path / "policy_cost" / task
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{when}-{task}.json").write_text(
+            json.dumps(
+                {
+                    "benchmark": "policy_cost",
+                    "task": task,
+                    "label": "defaults",
+                    "seed": 0,
+                    "date": f"2026-01-01T00:00:0{when}+00:00",
+                    "code": {"commit": "0" * 40, "dirty": False},
+                    "cpu": {"model": "a CPU", "cores": 2},
+                    "settings": {"env": f"{task}-env", "policy": "p", "reference": reference},
+                    "figures": {
+                        "policy_us": 1.0,
+                        "learner_us": 2.0,
+                        "policy_us_ratio": policy_ratio,
+                        "learner_us_ratio": 1.0,
+                    },
+                }
+            )
         )
 
+    record("lunarlander", 9.0, when=0, reference="cartpole")  # ratios to another reference
     record("halfcheetah", 1.75, when=1)
     record("pendulum", 1.0, when=2)
     record("halfcheetah", 1.25, when=3)  # a repeat at the same commit and label: the newest
