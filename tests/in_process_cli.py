@@ -14,6 +14,7 @@ devices, set once per process. The learner of a local run here must have one CPU
 every test process's TensorFlow has (`--learner-devices cpu:N` needs a process of its own)."""
 
 import contextlib
+import faulthandler
 import io
 import os
 import signal
@@ -24,6 +25,7 @@ import threading
 import pytest
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+TIMEOUT_S = 300  # what the subprocess calls these replaced waited for
 
 
 @contextlib.contextmanager
@@ -65,12 +67,19 @@ def command_in_process(*argv: str) -> subprocess.CompletedProcess:
 
     out, err = io.StringIO(), io.StringIO()
     threads = set(threading.enumerate())
-    with _process_state_restored():
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = main(list(argv))
-            except SystemExit as exit_:  # argparse's errors, and exits on a signal
-                code = 0 if exit_.code is None else exit_.code
+    # The subprocess's timeout, kept: a command still running after it dumps every thread's
+    # stack and ends this pytest worker (xdist reports the test it was running), rather than
+    # leaving the suite to hang.
+    faulthandler.dump_traceback_later(TIMEOUT_S, exit=True)
+    try:
+        with _process_state_restored():
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    code = main(list(argv))
+                except SystemExit as exit_:  # argparse's errors, and exits on a signal
+                    code = 0 if exit_.code is None else exit_.code
+    finally:
+        faulthandler.cancel_dump_traceback_later()
     left = [t.name for t in set(threading.enumerate()) - threads if t.is_alive()]
     assert not left, f"the command left threads running: {left}"
     return subprocess.CompletedProcess(["impala-rep", *argv], code, out.getvalue(), err.getvalue())
