@@ -47,13 +47,15 @@ def one_hot_image(env: gymnasium.Env) -> gymnasium.Env:
     if sizes != (OBJECTS, COLOURS, STATES):
         raise RuntimeError(f"minigrid's codes changed: {sizes} kinds, planes for {PLANES}")
     space = env.observation_space
-    if isinstance(space, gymnasium.spaces.Box) and _codes(space, env.unwrapped):
-        planes = gymnasium.spaces.Box(0, 255, (*space.shape[:2], PLANES), np.uint8)
-        return gymnasium.wrappers.TransformObservation(env, image_planes, planes)
-    image = space.spaces.get("image") if isinstance(space, gymnasium.spaces.Dict) else None
+    bare = isinstance(space, gymnasium.spaces.Box)  # ImgObsWrapper's: the image alone
+    image = space if bare else None
+    if isinstance(space, gymnasium.spaces.Dict):
+        image = space.spaces.get("image")
     if not isinstance(image, gymnasium.spaces.Box) or not _codes(image, env.unwrapped):
         return env
     planes = gymnasium.spaces.Box(0, 255, (*image.shape[:2], PLANES), np.uint8)
+    if bare:
+        return gymnasium.wrappers.TransformObservation(env, image_planes, planes)
     one_hot = gymnasium.spaces.Dict({**space.spaces, "image": planes})
     return gymnasium.wrappers.TransformObservation(
         env, lambda obs: {**obs, "image": image_planes(obs["image"])}, one_hot
@@ -76,7 +78,5 @@ _OFFSETS = np.array([0, OBJECTS, OBJECTS + COLOURS])
 def image_planes(image: np.ndarray) -> np.ndarray:
     """`[H, W, 3]` MiniGrid codes -> `[H, W, PLANES]` uint8, 255 on each code's plane."""
     planes = np.zeros((*image.shape[:2], PLANES), np.uint8)
-    rows, cols = np.indices(image.shape[:2])
-    for channel, offset in enumerate(_OFFSETS):
-        planes[rows, cols, offset + image[..., channel]] = 255
+    np.put_along_axis(planes, image + _OFFSETS, 255, axis=-1)  # each code's plane, per cell
     return planes
