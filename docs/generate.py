@@ -433,6 +433,14 @@ def results_table(rows: list[dict[str, Any]]) -> str:
     )
 
 
+def _records_line(batch: list[dict[str, Any]], *, depth: int) -> str:
+    """Where a section's records are (the folder `depth` levels above the first's file), their
+    commit and their machines."""
+    folder = batch[0]["path"].rsplit("/", depth)[0]
+    commit = (batch[0]["code"]["commit"] or "?")[:10]
+    return f"Records: `{folder}/`, commit {commit}, {_machines([{'records': batch}])}.\n"
+
+
 def _machines(rows: list[dict[str, Any]]) -> str:
     seen = sorted({(r["cpu"]["model"], r["cpu"]["cores"]) for row in rows for r in row["records"]})
     return "; ".join(f"{model}, {cores} cores" for model, cores in seen)
@@ -645,8 +653,7 @@ def startup_section(results: pathlib.Path | None = None) -> str:
         )
         + "\n"
         + summary
-        + f"Records: `{batch[0]['path'].rsplit('/', 1)[0]}/`, commit "
-        f"{(batch[0]['code']['commit'] or '?')[:10]}, {_machines([{'records': batch}])}.\n"
+        + _records_line(batch, depth=1)
     )
 
 
@@ -701,8 +708,7 @@ def _sb3_task(batch: list[dict]) -> str:
         )
         + "\n"
         + ratio
-        + f"Records: `{batch[0]['path'].rsplit('/', 1)[0]}/`, commit "
-        f"{(batch[0]['code']['commit'] or '?')[:10]}, {_machines([{'records': batch}])}.\n"
+        + _records_line(batch, depth=1)
     )
 
 
@@ -742,8 +748,8 @@ def policy_cost_section(results: pathlib.Path | None = None) -> str:
             ],
             rows,
         )
-        + f"\nRecords: `{batch[0]['path'].rsplit('/', 2)[0]}/`, commit "
-        f"{(batch[0]['code']['commit'] or '?')[:10]}, {_machines([{'records': batch}])}.\n"
+        + "\n"
+        + _records_line(batch, depth=2)
     )
 
 
