@@ -19,6 +19,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from impala_rep.actors.host_policy import HostPolicy
 from impala_rep.distributions import action_distribution, for_action_space
+from impala_rep.observation_nest import map_leaves, of_space, rows, set_rows
 from impala_rep.unroll import EpisodeStats, Unroll, UnrollSpec
 
 __all__ = ["Actor"]
@@ -84,11 +85,12 @@ class Actor:
         self._num_envs = env.num_envs
         self._reset_finished_envs = _needs_reset_mask(env)
         self._observation_space = env.single_observation_space
+        observation_shape, observation_dtype = of_space(self._observation_space)
         self._unroll_spec = UnrollSpec.for_distribution(
             distribution,
             unroll_length=unroll_length,
-            observation_shape=self._observation_space.shape,
-            observation_dtype=self._observation_space.dtype,
+            observation_shape=observation_shape,
+            observation_dtype=observation_dtype,
         )
         self._policy = _policy_for(
             agent,
@@ -101,7 +103,7 @@ class Actor:
 
         self._version = 0
         observation, _ = env.reset()
-        self._observation = np.asarray(observation)
+        self._observation = map_leaves(np.asarray, observation)
         self._prev_action = np.zeros(
             [self._num_envs, *distribution.action_shape], distribution.action_dtype
         )
@@ -142,7 +144,7 @@ class Actor:
         for t in range(self._unroll_length):
             self._record_agent_inputs(u, t)
             u.actions[t], u.behaviour_logits[t] = self._act(
-                u.observations[t], u.prev_actions[t], u.prev_rewards[t], u.first[t]
+                rows(u.observations, t), u.prev_actions[t], u.prev_rewards[t], u.first[t]
             )
             step = self._env_step(u.actions[t])
             self._observation, reward, u.terminated[t], u.truncated[t], final = step
@@ -190,7 +192,7 @@ class Actor:
 
     def _record_agent_inputs(self, u: Unroll, t: int) -> None:
         """Writes the current observation, prev action/reward and first flags at `t`."""
-        u.observations[t] = self._observation
+        set_rows(u.observations, t, self._observation)
         u.prev_actions[t] = self._prev_action
         u.prev_rewards[t] = self._prev_reward
         u.first[t] = self._first
@@ -226,13 +228,13 @@ class Actor:
             # The step returned the finished episodes' last observations. NEXT_STEP would
             # spend the next step resetting these envs (action ignored, reward 0);
             # resetting them now keeps that out of the unroll.
-            final = {i: np.array(observation[i]) for i in cut}
+            final = {i: map_leaves(np.array, rows(observation, i)) for i in cut}
             if done.any():
                 observation, _ = self._env.reset(options={"reset_mask": done})
         else:  # SAME_STEP: gymnasium keeps them in the info
-            final = {i: np.asarray(info["final_obs"][i]) for i in cut}
+            final = {i: map_leaves(np.asarray, info["final_obs"][i]) for i in cut}
         # Copied: some vector envs (copy=False) overwrite the array they return.
-        return np.array(observation), reward, terminated, truncated, final
+        return map_leaves(np.array, observation), reward, terminated, truncated, final
 
     def _truncation_values(
         self, final: dict, cut: np.ndarray, actions: np.ndarray, rewards: np.ndarray
@@ -244,9 +246,10 @@ class Actor:
         """
         if not final:
             return np.zeros([self._num_envs], np.float32)
-        observation = np.array(self._observation)  # rows of uncut envs: any valid input
+        # Rows of uncut envs: any valid input.
+        observation = map_leaves(np.array, self._observation)
         for i, final_observation in final.items():
-            observation[i] = final_observation
+            set_rows(observation, i, final_observation)
         values = self._policy.values(observation, actions, rewards)
         return np.where(cut, values, 0.0).astype(np.float32)
 
@@ -269,10 +272,10 @@ def _policy_for(
             weights=None,
             seed=seed,
             greedy=greedy,
-            weight_shapes=agent.weight_shapes(observation_space.shape),
+            weight_shapes=agent.weight_shapes(of_space(observation_space)[0]),
             distribution=distribution,
         )
-    agent.build(observation_space.shape)
+    agent.build(of_space(observation_space)[0])
     import tensorflow as tf  # an `Agent` is built: TensorFlow is loaded already
 
     if host_step is not None and not tf.nest.flatten(agent.initial_state(num_envs)):

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from impala_rep.agent import Agent, AgentInputs
 from impala_rep.distributions import or_categorical
+from impala_rep.observation_nest import map_leaves, of_space
 
 __all__ = ["CompiledPolicy"]
 
@@ -118,9 +119,10 @@ class CompiledPolicy:
         return self._distribution.sample_tf(logits, seed), logits, new_state
 
     def _signature(self) -> list:
-        e, space = self._num_envs, self._observation_space
+        e = self._num_envs
+        shape, dtype = of_space(self._observation_space)
         return [
-            tf.TensorSpec([e, *space.shape], tf.as_dtype(space.dtype)),
+            map_leaves(lambda s, d: tf.TensorSpec([e, *s], tf.as_dtype(d)), shape, dtype),
             tf.TensorSpec(
                 [e, *self._distribution.action_shape],
                 tf.as_dtype(self._distribution.action_dtype),

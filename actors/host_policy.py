@@ -78,7 +78,7 @@ class HostPolicy:
         self, observation: np.ndarray, prev_action: np.ndarray, prev_reward: np.ndarray
     ) -> np.ndarray:
         """The baseline `[E]` at `observation`, none of it an episode's start."""
-        first = np.zeros([len(observation)], bool)
+        first = np.zeros([len(prev_reward)], bool)
         return np.asarray(
             self._step(AgentInputs(observation, prev_action, prev_reward, first)).baseline,
             np.float32,

@@ -30,11 +30,14 @@ SAME_STEP vector env:
   become uint8 (0/1), mixed ones float32.
 * Dict observations keep the keys `observation_keys` names (all by default). One
   kept key gives that part alone (MiniGrid's `image` goes to a CNN as any image
-  would); several are flattened as above, images among them, as rl-baselines3-zoo
-  feeds MiniGrid to an MLP. MiniGrid's image codes cells by object, colour and
-  state indices: they become one-hot planes first (`impala_rep.envs.minigrid`). A
-  part no network here takes (MiniGrid's `Text` mission) is refused, naming the key
-  and the flag that leaves it out.
+  would); several without an image are flattened as above. A `Dict` or `Tuple` with
+  an image among other parts is a nest (`impala_rep.observation_nest`): a dict of
+  the image, as it is, and each other part flattened to its own vector (a Tuple's
+  parts under the keys "0", "1", ...), which the agent encodes part by part.
+  MiniGrid's image codes cells by object, colour and state indices: they become
+  one-hot planes first (`impala_rep.envs.minigrid`). A part no network here takes
+  (MiniGrid's `Text` mission) is refused, naming the key and the flag that leaves it
+  out.
 * Everything else is a `SyncVectorEnv(autoreset_mode=SAME_STEP)`, which steps
   its sub-envs one by one in Python: for a cheap env such as CartPole that costs
   more than the actor's policy call; scale with more actors if the env is the
@@ -73,6 +76,7 @@ from gymnasium.vector import AutoresetMode
 from impala_rep.distributions import DiagGaussian, for_action_space
 from impala_rep.envs import atari, minatar, minigrid
 from impala_rep.envs.cartpole import CartPoleSameStepVectorEnv
+from impala_rep.observation_nest import Shape, dtype_of, shape_of
 
 __all__ = ["EnvSpec", "check_env_options", "describe_env", "make_vector_env", "register_env"]
 
@@ -81,8 +85,9 @@ __all__ = ["EnvSpec", "check_env_options", "describe_env", "make_vector_env", "r
 class EnvSpec:
     """What the agent needs to know about an environment.
 
-    observation_shape: one env's observation shape (no batch dim), e.g. `(4,)`.
-    observation_dtype: the observations' numpy dtype.
+    observation_shape: one env's observation shape (no batch dim), e.g. `(4,)`; for a
+      nest (`impala_rep.observation_nest`) a dict of them, one per part.
+    observation_dtype: the observations' numpy dtype; for a nest a dict of them.
     num_actions: the policy's parameters per step: the size of a Discrete action
       space, in general the `action_distribution`'s `num_params`.
     action_distribution: the policy's distribution over the env's actions
@@ -93,14 +98,20 @@ class EnvSpec:
       one-hot codes.
     """
 
-    observation_shape: tuple[int, ...]
-    observation_dtype: np.dtype
+    observation_shape: Shape
+    observation_dtype: Any
     num_actions: int
     action_distribution: Any
     frame_skip: int = 1
     # (low, high) of a gymnasium env's vector observations as its Box declares them; None
     # for images, Atari, MinAtar and one-hot codes of discrete observations.
     observation_bounds: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "observation_shape", shape_of(self.observation_shape))
+        object.__setattr__(
+            self, "observation_dtype", dtype_of(self.observation_dtype, self.observation_shape)
+        )
 
     @property
     def continuous_actions(self) -> bool:
@@ -158,6 +169,12 @@ def describe_env(env_id: str, *, observation_keys: tuple[str, ...] | None = None
         env = _flattened_if_needed(env)
         _check_observation_space(env_id, env.observation_space)
         space = env.observation_space
+        if isinstance(space, gymnasium.spaces.Dict):  # a nest: a CNN's images, no bounds
+            return EnvSpec(
+                observation_shape={key: part.shape for key, part in space.spaces.items()},
+                observation_dtype={key: part.dtype for key, part in space.spaces.items()},
+                **actions,
+            )
         bounds = None
         # One-hot codes go to the MLP as 0/1, as SB3 feeds them: mapped onto [-1, 1], Taxi's
         # 500-wide code would be 499 inputs of -1. A mixed space keeps its bounds, the codes'
@@ -181,7 +198,27 @@ def _first_line(error: Exception) -> str:
 def _is_flattened(space: gymnasium.Space) -> bool:
     """Whether observations of `space` are flattened into a vector (see the module
     docstring): a space of discrete parts, alone or in a Tuple or Dict with vector Boxes."""
-    return not isinstance(space, gymnasium.spaces.Box) and _flattens_to_a_vector(space)
+    return (
+        not isinstance(space, gymnasium.spaces.Box)
+        and _flattens_to_a_vector(space)
+        and not _is_nest(space)
+    )
+
+
+def _is_nest(space: gymnasium.Space) -> bool:
+    """Whether observations of `space` travel as a nest (see the module docstring): a
+    Tuple or Dict of several parts, an image among them."""
+    parts = _parts(space)
+    return (
+        parts is not None
+        and len(parts) > 1
+        and any(_is_image(part) for part in parts)
+        and all(_is_image(part) or _flattens_to_a_vector(part) for part in parts)
+    )
+
+
+def _is_image(space: gymnasium.Space) -> bool:
+    return isinstance(space, gymnasium.spaces.Box) and len(space.shape) == 3 and _is_numeric(space)
 
 
 _DISCRETE = (
@@ -293,7 +330,42 @@ def _flatten_observations(env: gymnasium.Env) -> gymnasium.Env:
 
 
 def _flattened_if_needed(env: gymnasium.Env) -> gymnasium.Env:
+    if _is_nest(env.observation_space):
+        return _as_nest(env)
     return _flatten_observations(env) if _is_flattened(env.observation_space) else env
+
+
+def _as_nest(env: gymnasium.Env) -> gymnasium.Env:
+    """`env` with its Dict or Tuple observations as a nest of arrays: a dict of its images,
+    as they are (bool ones as uint8 0/255, as the CNNs take pixels), and of its other parts,
+    each flattened to a vector as `_flatten_observations` flattens a whole observation; a
+    Tuple's parts under the keys "0", "1", ...."""
+    space = env.observation_space
+    if isinstance(space, gymnasium.spaces.Dict):
+        parts = dict(space.spaces)
+    else:
+        parts = {str(i): part for i, part in enumerate(space.spaces)}
+    encoders = {key: _part_encoder(part) for key, part in parts.items()}
+    nest_space = gymnasium.spaces.Dict({key: encoders[key][0] for key in parts})
+
+    def encode(observation):
+        items = observation.items() if isinstance(observation, dict) else zip(parts, observation)
+        return {key: encoders[key][1](value) for key, value in items}
+
+    return gymnasium.wrappers.TransformObservation(env, encode, nest_space)
+
+
+def _part_encoder(part: gymnasium.Space) -> tuple[gymnasium.spaces.Box, Callable[[Any], Any]]:
+    """One part of a nest: its space as the agent takes it and the function that makes it so."""
+    if _is_image(part):
+        if part.dtype != np.bool_:
+            return part, np.asarray
+        pixels = gymnasium.spaces.Box(0, 255, part.shape, np.uint8)
+        return pixels, lambda value: np.asarray(value, np.uint8) * np.uint8(255)
+    dtype = np.uint8 if _all_discrete(part) else np.float32
+    flat = gymnasium.spaces.flatten_space(part)
+    vector = gymnasium.spaces.Box(flat.low.astype(dtype), flat.high.astype(dtype), dtype=dtype)
+    return vector, lambda value: gymnasium.spaces.flatten(part, value).astype(dtype)
 
 
 def _agent_observations(
@@ -313,7 +385,11 @@ def _coded(env: gymnasium.Env) -> gymnasium.Env:
 
 def _check_observation_space(env_id: str, space: gymnasium.Space) -> None:
     """One-line ValueError unless the actors and networks can take `space`: a numeric Box
-    of rank 1 (vectors, MLP) or 3 (images [H, W, C], CNN)."""
+    of rank 1 (vectors, MLP) or 3 (images [H, W, C], CNN), or a nest of them."""
+    if isinstance(space, gymnasium.spaces.Dict):  # a nest (`_as_nest`), checked part by part
+        for part in space.spaces.values():
+            _check_observation_space(env_id, part)
+        return
     if not isinstance(space, gymnasium.spaces.Box):
         raise ValueError(
             f"environment {env_id!r} has observation space {space}; only Box "

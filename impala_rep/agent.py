@@ -12,7 +12,7 @@ Shapes follow the package convention (see `impala_rep`): `B` batch, `T` time,
 from __future__ import annotations
 
 import collections
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -47,8 +47,10 @@ class Agent(Protocol):
     def initial_state(self, batch_size: int) -> Any:
         """The recurrent state for `batch_size` fresh episodes; `()` for feed-forward agents."""
 
-    def build(self, observation_shape: Sequence[int]) -> None:
-        """Creates every variable (call inside `Replicator.scope()` on the learner)."""
+    def build(self, observation_shape: Sequence[int] | Mapping[str, Sequence[int]]) -> None:
+        """Creates every variable (call inside `Replicator.scope()` on the learner), for
+        observations of one env of `observation_shape`: a tuple, or a dict of them for a
+        nest (`impala_rep.observation_nest`), whose observations are then dicts too."""
 
     def step(self, inputs: AgentInputs, state: Any) -> tuple[AgentOutput, Any]:
         """One time step for a batch: inputs `[B, ...]` -> outputs `[B, ...]`, new state."""

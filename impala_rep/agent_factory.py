@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from impala_rep.config.schema import NETWORKS, TORSOS  # the built-in networks, named once
+from impala_rep.observation_nest import Shape, is_nest, shape_of
 
 __all__ = ["AgentBuilder", "make_agent", "acting_agent", "SHALLOW_MIN_IMAGE_SIZE"]
 
@@ -44,7 +45,7 @@ class AgentBuilder:
 
 def make_agent(
     *,
-    observation_shape: Sequence[int],
+    observation_shape: Shape,
     num_actions: int,
     network: str = "auto",
     use_lstm: bool = False,
@@ -57,7 +58,10 @@ def make_agent(
     """A picklable zero-argument factory (an `AgentBuilder`) building the chosen agent.
 
     Args:
-      observation_shape: shape of ONE observation: `[D]` vectors or `[H, W, C]` images.
+      observation_shape: shape of ONE observation: `[D]` vectors or `[H, W, C]` images; for
+        a nest (`impala_rep.observation_nest`) a dict of them, images among them, which
+        goes to a `NetworkAgent` with a pixel torso per image (`network`'s, "auto" choosing
+        as for one image by the smallest) and the vectors joined to their features.
       num_actions: A >= 1.
       network: "auto" (MLP for `[D]`; for `[H, W, C]` the shallow CNN if H and W
         are at least `SHALLOW_MIN_IMAGE_SIZE`, else the minatar CNN), "mlp",
@@ -79,12 +83,22 @@ def make_agent(
       ValueError: unknown network, a network that does not fit the observation rank, or a
         separate value network for another agent than the feed-forward MLP.
     """
-    shape = tuple(int(d) for d in observation_shape)
+    shape = shape_of(observation_shape)
     log_std = float(initial_log_std)  # the learner's agent's; a twin takes it with the weights
     if network not in NETWORKS:
         raise ValueError(f"network must be one of {NETWORKS}, got {network!r}")
     if isinstance(num_actions, bool) or int(num_actions) != num_actions or num_actions < 1:
         raise ValueError(f"num_actions must be an integer >= 1, got {num_actions!r}")
+    if is_nest(shape):
+        return _nest_agent(
+            shape,
+            num_actions=int(num_actions),
+            network=network,
+            use_lstm=bool(use_lstm),
+            separate_value_network=separate_value_network,
+            action_distribution=action_distribution,
+            initial_log_std=log_std,
+        )
     if network == "auto":
         if len(shape) == 1:
             network = "mlp"
@@ -171,6 +185,41 @@ def acting_agent(factory: Callable[[], Any]) -> Any | None:
     twin, the actor process imports no TensorFlow."""
     twin = getattr(factory, "twin", None) if isinstance(factory, AgentBuilder) else None
     return None if twin is None else twin()
+
+
+def _nest_agent(
+    shape: dict[str, tuple[int, ...]], *, network: str, separate_value_network: bool, **settings
+) -> AgentBuilder:
+    """`make_agent` for a nest of observations: one pixel torso per image part."""
+    images = {key: part for key, part in shape.items() if len(part) == 3}
+    others = {key: part for key, part in shape.items() if len(part) != 1 and key not in images}
+    if not images or others:
+        raise ValueError(
+            f"a nest of observations needs images [H, W, C] among vectors [D], got shape {shape}"
+        )
+    smallest = min(min(part[:2]) for part in images.values())
+    if network == "auto":
+        network = "shallow" if smallest >= SHALLOW_MIN_IMAGE_SIZE else "minatar"
+    if network == "mlp":
+        raise ValueError(
+            f"network='mlp' takes vectors; observations with images ({sorted(images)}) go to "
+            f"{_IMAGE_NETWORKS}, one per image"
+        )
+    if network == "shallow" and smallest < SHALLOW_MIN_IMAGE_SIZE:
+        raise ValueError(
+            f"network='shallow' needs images of at least {SHALLOW_MIN_IMAGE_SIZE}x"
+            f"{SHALLOW_MIN_IMAGE_SIZE}, got shape {shape}; use 'minatar' or 'deep'"
+        )
+    if separate_value_network:
+        raise ValueError(
+            "separate_value_network applies to the feed-forward MLP (vector observations, "
+            f"no use_lstm), not to network={network!r}"
+        )
+    return AgentBuilder(
+        build=functools.partial(
+            _network, torso=network, image_keys=tuple(sorted(images)), **settings
+        )
+    )
 
 
 def _mlp(**kwargs: Any) -> Any:

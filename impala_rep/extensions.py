@@ -49,6 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from impala_rep.agent_factory import AgentBuilder
+from impala_rep.observation_nest import is_nest
 from impala_rep.observation_scaling import declared_bounds_normalization
 
 __all__ = [
@@ -348,10 +349,10 @@ def extensions_for(loss: Any, env_spec: Any = None) -> tuple[Extension, ...]:
 def _require_vectors(env_spec: Any, setting: str, what: str, remedy: str) -> None:
     """ValueError unless `env_spec` (or no spec: nothing to check) has vector observations, for
     an extension whose networks or statistics take vectors only."""
-    if env_spec is not None and len(env_spec.observation_shape) != 1:
+    shape = None if env_spec is None else env_spec.observation_shape
+    if shape is not None and (is_nest(shape) or len(shape) != 1):
         raise ValueError(
-            f"bad {setting}: {what} needs vector observations, got shape "
-            f"{tuple(env_spec.observation_shape)}; {remedy}"
+            f"bad {setting}: {what} needs vector observations, got shape {shape}; {remedy}"
         )
 
 

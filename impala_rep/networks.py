@@ -39,6 +39,7 @@ from impala_rep.agent import (  # MLPTorso re-exported: the vector torso, beside
 from impala_rep.agent_factory import SHALLOW_MIN_IMAGE_SIZE, make_agent
 from impala_rep.config.schema import NETWORKS, TORSOS  # the built-in networks, named once
 from impala_rep.distributions import Categorical, policy_head_sizes
+from impala_rep.observation_nest import Shape, is_nest, shape_of
 from impala_rep.observation_scaling import observation_scaling
 
 __all__ = [
@@ -179,6 +180,42 @@ def _preprocess(observation: Any) -> tf.Tensor:
     )
 
 
+class NestTorso:
+    """The torso of a nest of observations (`impala_rep.observation_nest`): a pixel torso of
+    its own for each image part, the other parts (vectors: one-hot codes, a direction, a
+    position) joined to the images' features as they are, as Stable-Baselines3's
+    CombinedExtractor joins them, to go through the core and heads with them.
+
+    `{key: [N, H, W, C] or [N, D]}` -> `[N, F * images + sum(D)]`, parts in key order.
+    """
+
+    def __init__(self, image_keys: Sequence[str], torso: str):
+        if not image_keys:
+            raise ValueError("a nest's torso needs at least one image part")
+        self._images = {key: _TORSO_CLASSES[torso]() for key in sorted(image_keys)}
+
+    @property
+    def image_keys(self) -> tuple[str, ...]:
+        return tuple(self._images)
+
+    @property
+    def layers(self) -> list:
+        return [layer for torso in self._images.values() for layer in torso.layers]
+
+    def __call__(self, observation: dict[str, Any]) -> tf.Tensor:
+        missing = sorted(set(self._images) - set(observation))
+        if missing:
+            raise ValueError(f"the observation nest has no image part {missing[0]!r}")
+        features = []
+        for key in sorted(observation):
+            part = observation[key]
+            if key in self._images:
+                features.append(self._images[key](_preprocess(part)))
+            else:
+                features.append(tf.cast(part, tf.float32))
+        return tf.concat(features, axis=-1)
+
+
 class NetworkAgent:
     """IMPALA's agent: a torso, an optional LSTM core, two heads.
 
@@ -195,9 +232,13 @@ class NetworkAgent:
       observation_normalization: `(mean, std)` per dimension for the MLP torso's
         inputs (`MLPTorso`; torso "mlp" only). None: unscaled.
       initial_log_std: where a Gaussian policy's log standard deviations start.
+      image_keys: observations are a nest (`impala_rep.observation_nest`) and these of its
+        keys are its images, each encoded by a pixel torso (`torso`) of its own; its
+        other parts are vectors (`NestTorso`). None: one array.
 
     Inputs (see `AgentInputs`): observation uint8 `[.., H, W, C]` (float32 already
-    in [0, 1] is accepted too) for a pixel torso, `[.., D]` for the MLP; prev_action
+    in [0, 1] is accepted too) for a pixel torso, `[.., D]` for the MLP, a dict of
+    them with `image_keys`; prev_action
     int32 `[..]`, prev_reward float32 `[..]`, first bool `[..]`, with leading dims
     `[B]` for `step` and `[T, B]` for `unroll`.
     """
@@ -213,6 +254,7 @@ class NetworkAgent:
         observation_normalization: tuple[Sequence[float], Sequence[float]] | None = None,
         action_distribution: Any = None,
         initial_log_std: float = 0.0,
+        image_keys: Sequence[str] | None = None,
     ):
         if num_actions < 1:
             raise ValueError(f"num_actions must be >= 1, got {num_actions}")
@@ -228,7 +270,15 @@ class NetworkAgent:
         self.torso_name = torso
         self.use_lstm = bool(use_lstm)
         self.lstm_size = lstm_size
-        if torso == MLP:
+        if image_keys is not None:
+            if torso == MLP:
+                raise ValueError(
+                    f"observations with images (keys {sorted(image_keys)}) need a pixel "
+                    f"torso {TORSOS}, got {torso!r}"
+                )
+            self._torso = NestTorso(image_keys, torso)
+            self._observation_rank, self._prepare = None, lambda observation: observation
+        elif torso == MLP:
             self._torso = MLPTorso(
                 hidden_sizes,
                 scaling=None
@@ -266,24 +316,29 @@ class NetworkAgent:
         zeros = tf.zeros([batch_size, self.lstm_size], tf.float32)
         return (zeros, zeros)
 
-    def build(self, observation_shape: Sequence[int]) -> None:
-        """Creates every variable by running one step on a zero observation `[1, ...]`.
+    def build(self, observation_shape: Shape) -> None:
+        """Creates every variable by running one step on a zero observation `[1, ...]`
+        (a nest's: a dict of shapes).
 
         Keras layers build only once, so calling this again creates nothing new.
         """
-        if len(observation_shape) != self._observation_rank:
+        if self._observation_rank is None:
+            observation = self._zero_nest(observation_shape)
+        elif is_nest(observation_shape) or len(observation_shape) != self._observation_rank:
             expected = "image observations [H, W, C]" if self._observation_rank == 3 else "[D]"
             raise ValueError(
-                f"torso {self.torso_name!r} needs {expected}, got shape {tuple(observation_shape)}"
+                f"torso {self.torso_name!r} needs {expected}, got shape {observation_shape}"
+            )
+        else:
+            observation = tf.zeros(
+                [1, *observation_shape], tf.uint8 if self._observation_rank == 3 else tf.float32
             )
         if self._free_params and self._free is None:
             self._free = free_params_variable(
                 self._free_params, initial_log_std=self._initial_log_std
             )
         inputs = AgentInputs(
-            observation=tf.zeros(
-                [1, *observation_shape], tf.uint8 if self._observation_rank == 3 else tf.float32
-            ),
+            observation=observation,
             prev_action=tf.zeros(
                 [1, *self._actions.action_shape], tf.as_dtype(self._actions.action_dtype)
             ),
@@ -291,6 +346,21 @@ class NetworkAgent:
             first=tf.ones([1], tf.bool),
         )
         self.step(inputs, self.initial_state(1))
+
+    def _zero_nest(self, observation_shape: Shape) -> dict[str, tf.Tensor]:
+        """`[1, ...]` zeros of each part of a nest of `observation_shape`, checked against
+        the torso's image keys: uint8 images, float32 vectors."""
+        shape = shape_of(observation_shape) if is_nest(observation_shape) else None
+        images = set(self._torso.image_keys)
+        if shape is None or any((len(s) == 3) != (key in images) for key, s in shape.items()):
+            raise ValueError(
+                f"this agent takes a nest whose images are {sorted(images)} and whose other "
+                f"parts are vectors, got shape {observation_shape}"
+            )
+        return {
+            key: tf.zeros([1, *s], tf.uint8 if key in images else tf.float32)
+            for key, s in shape.items()
+        }
 
     def _core_input(self, observation, prev_action, prev_reward) -> tf.Tensor:
         """`[N, ...]`, `[N, *action_shape]`, `[N]` -> `[N, F + A + 1]` (F: the torso's
@@ -339,14 +409,9 @@ class NetworkAgent:
         big convolution or matrix multiply); only the LSTM core steps through time,
         with `tf.scan` so a graph handles any `T`.
         """
-        observation = tf.convert_to_tensor(inputs.observation)
-        t, b = tf.shape(observation)[0], tf.shape(observation)[1]
-        # Static trailing dims keep the flattened feature size known to Dense.
-        trailing = observation.shape[2:]
-        if trailing.is_fully_defined():
-            flat = tf.reshape(observation, [-1, *trailing.as_list()])
-        else:
-            flat = tf.reshape(observation, tf.concat([[t * b], tf.shape(observation)[2:]], 0))
+        prev_reward = tf.convert_to_tensor(inputs.prev_reward)
+        t, b = tf.shape(prev_reward)[0], tf.shape(prev_reward)[1]
+        flat = tf.nest.map_structure(_fold_time, inputs.observation)
         prev_action = tf.reshape(inputs.prev_action, [-1, *self._actions.action_shape])
         x = self._core_input(flat, prev_action, tf.reshape(inputs.prev_reward, [-1]))
         if self.use_lstm:
@@ -381,6 +446,16 @@ class NetworkAgent:
 
     def set_weights(self, weights: Sequence[np.ndarray]) -> None:
         assign_weights(self.trainable_variables, weights)
+
+
+def _fold_time(observation: Any) -> tf.Tensor:
+    """`[T, B, ...]` -> `[T*B, ...]`, keeping static trailing dims (Dense needs the
+    flattened feature size)."""
+    observation = tf.convert_to_tensor(observation)
+    trailing = observation.shape[2:]
+    if trailing.is_fully_defined():
+        return tf.reshape(observation, [-1, *trailing.as_list()])
+    return tf.reshape(observation, tf.concat([[-1], tf.shape(observation)[2:]], 0))
 
 
 # The pixel agent's other name, which existing code builds it by.

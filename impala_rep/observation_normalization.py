@@ -87,10 +87,10 @@ class NormalizingAgent:
     def build(self, observation_shape: Sequence[int]) -> None:
         import tensorflow as tf
 
-        if len(observation_shape) != 1:
+        if isinstance(observation_shape, dict) or len(observation_shape) != 1:
             raise ValueError(
                 f"observation normalisation needs vector observations, got shape "
-                f"{tuple(observation_shape)}"
+                f"{observation_shape}"
             )
         self.policy.build(observation_shape)
         if self._statistics is None:

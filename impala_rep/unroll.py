@@ -45,6 +45,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from impala_rep.observation_nest import Shape, dtype_of, is_nest, map_leaves, shape_of
+
 __all__ = [
     "Unroll",
     "concat_unrolls",
@@ -228,19 +230,22 @@ class UnrollSpec:
     shape and dtype, the policy's parameters `P` (`num_actions`: A logits for a
     categorical, `impala_rep.distributions` in general) and the action's shape and dtype
     (a `Discrete` space's by default). Each array field's shape is `[steps, B, *trailing]`
-    (`[B, *trailing]` without a time axis). Nested observations would change only this
-    class: a spec per observation leaf."""
+    (`[B, *trailing]` without a time axis). Observations that are a nest
+    (`impala_rep.observation_nest`: a dict of shapes and one of dtypes) are a dict of such
+    arrays, one per part."""
 
     unroll_length: int
-    observation_shape: tuple[int, ...]
+    observation_shape: Shape
     observation_dtype: Any
     num_actions: int
     action_shape: tuple[int, ...] = ()
     action_dtype: Any = np.int32
 
     def __post_init__(self):
-        object.__setattr__(self, "observation_shape", tuple(int(d) for d in self.observation_shape))
-        object.__setattr__(self, "observation_dtype", np.dtype(self.observation_dtype))
+        object.__setattr__(self, "observation_shape", shape_of(self.observation_shape))
+        object.__setattr__(
+            self, "observation_dtype", dtype_of(self.observation_dtype, self.observation_shape)
+        )
         object.__setattr__(self, "action_shape", tuple(int(d) for d in self.action_shape))
         object.__setattr__(self, "action_dtype", np.dtype(self.action_dtype))
 
@@ -258,8 +263,16 @@ class UnrollSpec:
             action_dtype=distribution.action_dtype,
         )
 
-    def field_layout(self, field: FieldSpec, num_columns: int) -> tuple[tuple[int, ...], np.dtype]:
-        """`field`'s shape and dtype in an unroll of `num_columns` columns (an array field)."""
+    def field_layout(self, field: FieldSpec, num_columns: int) -> Any:
+        """`field`'s shape and dtype in an unroll of `num_columns` columns (an array field);
+        for nested observations a dict of them, one per part."""
+        if field.trailing == OBSERVATION and is_nest(self.observation_shape):
+            return {
+                key: dataclasses.replace(
+                    self, observation_shape=shape, observation_dtype=self.observation_dtype[key]
+                ).field_layout(field, num_columns)
+                for key, shape in self.observation_shape.items()
+            }
         steps = {
             OBSERVATION_STEPS: (self.unroll_length + 1,),
             TRANSITION_STEPS: (self.unroll_length,),
@@ -276,21 +289,24 @@ class UnrollSpec:
         )
         return (*steps, num_columns, *trailing), np.dtype(dtype)
 
-    def layout(self, num_columns: int) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-        """Every array field's shape and dtype (all but the agent's state), in field order."""
+    def layout(self, num_columns: int) -> dict[str, Any]:
+        """Every array field's shape and dtype (all but the agent's state), in field order;
+        nested observations' a dict of them."""
         return {f.name: self.field_layout(f, num_columns) for f in FIELDS if f.is_array}
 
     def empty(self, num_columns: int) -> Unroll:
         """An unroll of uninitialised arrays to record into; `initial_state` None (the
         agent's, set once known)."""
-        arrays = {name: np.empty(*layout) for name, layout in self.layout(num_columns).items()}
+        arrays = {
+            name: _map_layout(np.empty, layout) for name, layout in self.layout(num_columns).items()
+        }
         return Unroll(**arrays, initial_state=None)
 
-    def zeros(self, num_columns: int) -> dict[str, np.ndarray]:
+    def zeros(self, num_columns: int) -> dict[str, Any]:
         """The time-major fields, zeros: the arrays of a device batch (as
         `learner.staging.device_batch` gives them, but the agent's state)."""
         return {
-            f.name: np.zeros(*self.field_layout(f, num_columns))
+            f.name: _map_layout(np.zeros, self.field_layout(f, num_columns))
             for f in FIELDS
             if f.name in TIME_MAJOR_DTYPES
         }
@@ -298,7 +314,18 @@ class UnrollSpec:
     def column_bytes(self) -> int:
         """The bytes of one env column of one unroll: its T+1 observations, T transitions
         and per-column fields (the agent's state, its own size, not counted)."""
-        return sum(math.prod(shape) * dtype.itemsize for shape, dtype in self.layout(1).values())
+        return sum(
+            math.prod(shape) * dtype.itemsize
+            for layout in self.layout(1).values()
+            for shape, dtype in (layout.values() if isinstance(layout, dict) else [layout])
+        )
+
+
+def _map_layout(make, layout: Any) -> Any:
+    """`make(shape, dtype)` for one field's layout, or part by part for a nest's."""
+    if isinstance(layout, dict):
+        return {key: make(*part) for key, part in layout.items()}
+    return make(*layout)
 
 
 def markdown_table() -> str:
@@ -328,7 +355,9 @@ def _map_batch_axis(fn, unrolls: list[Unroll]) -> Unroll:
     fields = {}
     for field in FIELDS:
         values = [getattr(u, field.name) for u in unrolls]
-        if field.is_array:
+        if field.trailing == OBSERVATION:  # one array, or a nest's, part by part
+            fields[field.name] = map_leaves(lambda *parts: fn(list(parts), 1), *values)
+        elif field.is_array:
             fields[field.name] = fn(values, field.batch_axis)
         else:  # the agent's state: every leaf keeps its batch on axis 0
             fields[field.name] = tf.nest.map_structure(lambda *leaves: fn(list(leaves), 0), *values)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from impala_rep.config import TrainConfig
+from impala_rep.observation_nest import Shape, shape_of
 
 __all__ = ["build_learner_service"]
 
@@ -29,7 +30,7 @@ __all__ = ["build_learner_service"]
 def build_learner_service(
     *,
     config: TrainConfig,
-    observation_shape: Sequence[int],
+    observation_shape: Shape,
     agent_factory: Callable[[], Any],
     frame_skip: int = 1,
     loss_fn: Callable[..., Any] | None = None,
@@ -84,7 +85,7 @@ def build_learner_service(
     learner = Learner(
         agent=agent_factory(),
         replicator=replicator,
-        observation_shape=tuple(observation_shape),
+        observation_shape=shape_of(observation_shape),
         total_steps=config.total_learner_steps(frame_skip),
         loss=config.loss,
         optimizer=config.optimizer,

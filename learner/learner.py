@@ -44,6 +44,7 @@ from impala_rep.learner.replicator import (
 )
 from impala_rep.learner.staging import StagedBatch, device_batch
 from impala_rep.loss_fn import LossFn, apply_loss, impala_loss_fn
+from impala_rep.observation_nest import Shape, shape_of
 from impala_rep.unroll import Unroll
 
 __all__ = ["Learner", "NonFiniteError"]
@@ -104,7 +105,7 @@ class Learner:
         *,
         agent: Agent,
         replicator: Replicator,
-        observation_shape: Sequence[int],
+        observation_shape: Shape,
         total_steps: int,
         # Frozen dataclasses: one instance shared by every call is safe as a default.
         loss: LossConfig = LossConfig(),  # noqa: B008
@@ -142,7 +143,7 @@ class Learner:
                 optimizer_from_config, optimizer, decay_steps=int(total_steps)
             )
         with replicator.scope():
-            agent.build(tuple(observation_shape))
+            agent.build(shape_of(observation_shape))
             # Made inside the scope: Keras creates the optimizer's step counter in its
             # constructor; made outside, every replica increments it (N per step with N
             # replicas), and a learning-rate schedule would run N times too fast.

@@ -35,6 +35,7 @@ import ray
 from impala_rep.config import TrainConfig
 from impala_rep.learner.ray_learner import RayLearnerHost, learner_gpus
 from impala_rep.learner.report import LearnerReport
+from impala_rep.observation_nest import shape_of
 
 __all__ = [
     "LearnerGroup",
@@ -211,7 +212,7 @@ def create_learner_group(
     started = [
         host.start.remote(
             config=config,
-            observation_shape=tuple(observation_shape),
+            observation_shape=shape_of(observation_shape),
             agent_factory=agent_factory,
             frame_skip=frame_skip,
             loss_fn=loss_fn,

@@ -22,6 +22,7 @@ import ray
 
 from impala_rep.config import LearnerConfig, TrainConfig
 from impala_rep.devices import parse_devices
+from impala_rep.observation_nest import Shape
 from impala_rep.startup import process_started, stamp
 
 __all__ = ["LearnerHost", "RayLearnerHost", "learner_gpus", "publish"]
@@ -124,7 +125,7 @@ class LearnerHost:
         self,
         *,
         config: TrainConfig,
-        observation_shape: tuple[int, ...],
+        observation_shape: Shape,
         agent_factory: Callable[[], Any],
         frame_skip: int = 1,
         loss_fn: Callable[..., Any] | None = None,

@@ -27,6 +27,7 @@ import tensorflow as tf
 
 from impala_rep.learner.replicator import StagedInputs
 from impala_rep.learner.unroll_queue import QueueClosed
+from impala_rep.observation_nest import map_leaves
 from impala_rep.unroll import TIME_MAJOR_DTYPES, Unroll
 
 __all__ = ["BatchStager", "Staged", "StagedBatch", "StagedBatches", "device_batch"]
@@ -46,7 +47,7 @@ def device_batch(batch: Unroll) -> dict[str, Any]:
     # step with the same signature (no retracing because an actor sent float64
     # rewards). Observations keep the environment's dtype (e.g. uint8 frames).
     for name, dtype in TIME_MAJOR_DTYPES.items():
-        value = np.asarray(getattr(batch, name))
+        value = map_leaves(np.asarray, getattr(batch, name))  # a nest of observations too
         device[name] = value if dtype is None else value.astype(dtype, copy=False)
     # [B, ...] -> [1, B, ...] so that Replicator.run's single batch_axis=1 also splits
     # the recurrent state by column; `()` (feed-forward agents) has no leaves.

@@ -58,7 +58,16 @@ class OffsetAgent:
         self._mlp.set_weights(weights)
 
 
-CASES = ("rmsprop", "adam", "sgd", "normalized")
+CASES = ("rmsprop", "adam", "sgd", "normalized", "nest")
+# The "nest" case's observations: an image and a vector (`impala_rep.observation_nest`).
+NEST_SHAPE = {"image": (4, 4, 2), "position": (OBS,)}
+
+
+def make_nest_batch(seed=0):
+    """A random batch of nested observations: uint8 images beside float vectors."""
+    batch = random_unroll(T=T, B=B, obs_size=OBS, num_actions=A, seed=seed)
+    images = np.random.default_rng(seed + 100).integers(0, 256, (T + 1, B, 4, 4, 2), np.uint8)
+    return batch._replace(observations={"image": images, "position": batch.observations})
 
 
 def make_batch(seed=0):
@@ -81,15 +90,17 @@ def run_case(replicator, optimizer):
     clipping acts on every step; "adam": Adam, the same way. "sgd": plain SGD
     without clipping, whose update is proportional to the gradient, so its scale
     shows in the weights. "normalized": RMSProp as above with the advantages
-    standardised over the batch (a cross-replica mean and variance).
+    standardised over the batch (a cross-replica mean and variance). "nest": RMSProp as
+    above on nested observations (`NEST_SHAPE`), each replica's share of every part.
     """
     import tensorflow as tf
 
     from impala_rep.config import LossConfig, OptimizerConfig
     from impala_rep.learner.learner import Learner
+    from impala_rep.networks import NetworkAgent
 
     loss = LossConfig(normalize_advantages=optimizer == "normalized")
-    if optimizer in ("rmsprop", "adam", "normalized"):
+    if optimizer in ("rmsprop", "adam", "normalized", "nest"):
         settings = OptimizerConfig(
             optimizer="adam" if optimizer == "adam" else "rmsprop",
             learning_rate=0.05,
@@ -99,10 +110,16 @@ def run_case(replicator, optimizer):
     else:
         settings = OptimizerConfig(max_grad_norm=None)
         make_optimizer = lambda: tf.keras.optimizers.SGD(0.02)  # noqa: E731
+    if optimizer == "nest":
+        agent = NetworkAgent(num_actions=A, torso="minatar", image_keys=("image",))
+        shape, batches = NEST_SHAPE, [make_nest_batch(seed) for seed in range(STEPS)]
+    else:
+        agent = OffsetAgent(num_actions=A, hidden_sizes=(8,))
+        shape, batches = (OBS,), [make_batch(seed) for seed in range(STEPS)]
     learner = Learner(
-        agent=OffsetAgent(num_actions=A, hidden_sizes=(8,)),
+        agent=agent,
         replicator=replicator,
-        observation_shape=(OBS,),
+        observation_shape=shape,
         total_steps=10,
         optimizer=settings,
         loss=loss,
@@ -114,7 +131,6 @@ def run_case(replicator, optimizer):
         rng.normal(scale=0.5, size=w.shape).astype(np.float32) for w in learner.agent.get_weights()
     ]
     learner.agent.set_weights(initial)
-    batches = [make_batch(seed) for seed in range(STEPS)]
     metrics = [learner.step(batch) for batch in batches]
     strategy = replicator.strategy
     return {

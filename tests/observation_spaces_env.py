@@ -6,7 +6,9 @@
   MultiDiscrete step counter ("phase": the step number mod 2 and mod 3), which it flattens;
 - `observation_spaces_env:GridObservation-v0`: MiniGrid's layout on CartPole: a Dict of an
   image ("image": [5, 5, 3] uint8, every cell the step number mod 11), a Discrete(4)
-  ("direction": the step number mod 4) and a Text ("mission"), which needs keys kept.
+  ("direction": the step number mod 4) and a Text ("mission"), which needs keys kept;
+- `observation_spaces_env:PixelsAndState-v0`: a Tuple of a bool image ([4, 4, 2], every cell
+  True at odd step numbers) and CartPole's Box state, which travels as a nest.
 """
 
 import gymnasium
@@ -71,6 +73,29 @@ class GridObservation(gymnasium.Wrapper):
         return self._observation(), reward, terminated, truncated, info
 
 
+class PixelsAndState(gymnasium.Wrapper):
+    def __init__(self):
+        super().__init__(gymnasium.make("CartPole-v1"))
+        self.observation_space = gymnasium.spaces.Tuple(
+            (gymnasium.spaces.Box(0, 1, (4, 4, 2), np.bool_), self.env.observation_space)
+        )
+        self._steps = 0
+
+    def _observation(self, state):
+        return np.full((4, 4, 2), self._steps % 2 == 1), state
+
+    def reset(self, **kwargs):
+        self._steps = 0
+        state, info = self.env.reset(**kwargs)
+        return self._observation(state), info
+
+    def step(self, action):
+        self._steps += 1
+        state, reward, terminated, truncated, info = self.env.step(action)
+        return self._observation(state), reward, terminated, truncated, info
+
+
+gymnasium.register(id="PixelsAndState-v0", entry_point=PixelsAndState)
 gymnasium.register(id="TextObservation-v0", entry_point=TextObservation)
 gymnasium.register(id="GridObservation-v0", entry_point=GridObservation)
 gymnasium.register(id="MixedObservation-v0", entry_point=MixedObservation)

@@ -1,5 +1,6 @@
-"""Dict observations: the keys `--observation-keys` keeps, one part as it is or several
-flattened, and the refusals of a part no network takes and of keys that are not there."""
+"""Dict observations: the keys `--observation-keys` keeps, one part as it is, several
+flattened or, with an image among them, a nest (tests/test_observation_nests.py carries it on),
+and the refusals of a part no network takes and of keys that are not there."""
 
 import gymnasium
 import numpy as np
@@ -8,6 +9,7 @@ from in_process_cli import refused_in_process
 
 from impala_rep.config import EnvConfig
 from impala_rep.envs import check_env_options, describe_env, make_vector_env
+from impala_rep.observation_nest import rows
 
 # tests/observation_spaces_env.py: MiniGrid's layout on CartPole. "image" [5, 5, 3] uint8
 # (every cell the step number mod 11), "direction" Discrete(4) (the step number mod 4),
@@ -21,10 +23,10 @@ def _steps_seen(env_id, keys, steps=14):
     then is the next episode's first)."""
     env = make_vector_env(env_id, num_envs=2, seed=5, observation_keys=keys)
     try:
-        seen = [(env.reset()[0][0], 0)]
+        seen = [(rows(env.reset()[0], 0), 0)]
         for _ in range(steps):
             obs, _, terminated, truncated, _ = env.step(np.zeros(2, np.int64))
-            seen.append((obs[0], 0 if terminated[0] or truncated[0] else seen[-1][1] + 1))
+            seen.append((rows(obs, 0), 0 if terminated[0] or truncated[0] else seen[-1][1] + 1))
         return seen
     finally:
         env.close()
@@ -49,16 +51,36 @@ def test_one_kept_key_is_that_part_as_it_is():
         np.testing.assert_array_equal(obs, np.full((5, 5, 3), step % 11))
 
 
-def test_several_kept_keys_are_flattened_in_key_order_discrete_ones_one_hot():
+def test_an_image_kept_with_other_keys_is_a_nest_of_the_image_and_each_part_one_hot():
     spec = describe_env(GRID, observation_keys=("image", "direction"))
-    # gymnasium orders a Dict's keys alphabetically: direction's one-hot code, then the image.
-    assert spec.observation_shape == (4 + 75,) and spec.observation_dtype == np.float32
-    low, high = spec.observation_bounds
-    assert (low[:4], high[:4]) == ((0.0,) * 4, (1.0,) * 4)
-    assert (low[4], high[4]) == (0.0, 255.0)
+    assert spec.observation_shape == {"direction": (4,), "image": (5, 5, 3)}
+    assert spec.observation_dtype == {"direction": np.uint8, "image": np.uint8}
+    assert spec.observation_bounds is None  # the CNN scales the image; the code is 0/1
     for obs, step in _steps_seen(GRID, ("image", "direction")):
-        expected = np.concatenate([np.eye(4)[step % 4], np.full(75, step % 11)])
-        np.testing.assert_array_equal(obs, expected)
+        assert sorted(obs) == ["direction", "image"]
+        np.testing.assert_array_equal(obs["direction"], np.eye(4, dtype=np.uint8)[step % 4])
+        np.testing.assert_array_equal(obs["image"], np.full((5, 5, 3), step % 11, np.uint8))
+
+
+def test_several_kept_keys_without_an_image_are_flattened_in_key_order():
+    mixed = "observation_spaces_env:MixedObservation-v0"
+    spec = describe_env(mixed, observation_keys=("state", "phase"))
+    # gymnasium orders a Dict's keys alphabetically: phase's one-hot codes, then the state.
+    assert spec.observation_shape == (2 + 3 + 4,) and spec.observation_dtype == np.float32
+    low, high = spec.observation_bounds
+    assert (low[:5], high[:5]) == ((0.0,) * 5, (1.0,) * 5)
+    for obs, step in _steps_seen(mixed, ("state", "phase")):
+        np.testing.assert_array_equal(obs[:5], [*np.eye(2)[step % 2], *np.eye(3)[step % 3]])
+
+
+def test_a_tuple_with_an_image_is_a_nest_under_its_positions_bool_pixels_as_uint8():
+    env_id = "observation_spaces_env:PixelsAndState-v0"
+    spec = describe_env(env_id)
+    assert spec.observation_shape == {"0": (4, 4, 2), "1": (4,)}
+    assert spec.observation_dtype == {"0": np.uint8, "1": np.float32}
+    for obs, step in _steps_seen(env_id, None, steps=5):
+        np.testing.assert_array_equal(obs["0"], np.full((4, 4, 2), 255 * (step % 2), np.uint8))
+        assert obs["1"].shape == (4,) and obs["1"].dtype == np.float32
 
 
 def test_a_truncated_episodes_last_observation_keeps_the_keys_too():
@@ -131,18 +153,21 @@ def test_the_command_refuses_bad_keys_before_anything_is_written(flag, message, 
 
 def test_the_kept_keys_are_what_gymnasium_keeps():
     # The reference: gymnasium's own FilterObservation and FlattenObservation, by hand.
+    mixed = "observation_spaces_env:MixedObservation-v0"
     reference = gymnasium.wrappers.FlattenObservation(
         gymnasium.wrappers.FilterObservation(
-            gymnasium.make(GRID.split(":")[1]), ["direction", "image"]
+            gymnasium.make(mixed.split(":")[1]), ["phase", "state"]
         )
     )
     try:
-        obs, _ = reference.reset(seed=5)
+        # Sub-env 0 is reset with the seed itself when built; a plain reset follows on.
+        reference.reset(seed=5)
+        obs, _ = reference.reset()
         assert (
             reference.observation_space.shape
-            == describe_env(GRID, observation_keys=("direction", "image")).observation_shape
+            == describe_env(mixed, observation_keys=("phase", "state")).observation_shape
         )
-        np.testing.assert_array_equal(obs, _steps_seen(GRID, ("direction", "image"))[0][0])
+        np.testing.assert_allclose(obs, _steps_seen(mixed, ("phase", "state"))[0][0])
     finally:
         reference.close()
 
@@ -188,27 +213,21 @@ def test_minigrid_needs_its_mission_left_out_and_gives_its_image_to_the_cnn_as_o
     assert {1, 2, 4, 5} <= kinds, kinds  # empty, wall, door and key were seen and coded
 
 
-def test_minigrid_with_several_keys_flattens_the_planes_after_the_direction():
+def test_minigrid_with_its_direction_is_a_nest_of_the_planes_and_the_direction_one_hot():
     env_id = "MiniGrid-DoorKey-5x5-v0"
     spec = describe_env(env_id, observation_keys=("image", "direction"))
-    assert spec.observation_shape == (4 + 7 * 7 * 21,)
-    assert spec.observation_dtype == np.float32
-    # The Dict's (alphabetical) order: the direction's one-hot code, then the planes, whose
-    # bounds stay [0, 255] for the MLP's scaling.
-    assert spec.observation_bounds[1][:4] == (1.0,) * 4 and set(spec.observation_bounds[1][4:]) == {
-        255.0
-    }
+    assert spec.observation_shape == {"direction": (4,), "image": (7, 7, 21)}
     env = make_vector_env(env_id, num_envs=1, seed=0, observation_keys=("image", "direction"))
     reference = gymnasium.make(env_id)
     try:
-        obs = env.reset()[0][0]
+        obs = rows(env.reset()[0], 0)
         reference.reset(seed=0)
         raw = reference.reset()[0]
     finally:
         env.close()
         reference.close()
-    np.testing.assert_array_equal(obs[:4], np.eye(4)[raw["direction"]])
-    np.testing.assert_array_equal(obs[4:], _planes_by_hand(raw["image"]).ravel())
+    np.testing.assert_array_equal(obs["direction"], np.eye(4)[raw["direction"]])
+    np.testing.assert_array_equal(obs["image"], _planes_by_hand(raw["image"]))
 
 
 def test_minigrid_wrappers_codes_get_planes_and_what_they_made_of_them_is_kept():

@@ -128,7 +128,8 @@ def run_kind(
 ) -> RunKind:
     """`continuous_actions`: the env's actions are a Box. `users_agent`, `users_loss`: an
     agent or loss object given through the Python API, which the config does not name."""
-    vectors = len(observation_shape) == 1
+    # A nest (a dict of shapes: images among its parts) is no vector.
+    vectors = not isinstance(observation_shape, dict) and len(observation_shape) == 1
     mlp_agent = (
         vectors
         and not users_agent

@@ -103,7 +103,8 @@ class EnvConfig:
         "Dict observations: the keys to keep, e.g. image,direction for MiniGrid (its mission "
         "string cannot be fed to a network); none keeps every key. One kept part goes to the "
         "network as it is (an image to a CNN); several are flattened and joined into one "
-        "vector, discrete parts as one-hot codes",
+        "vector, discrete parts as one-hot codes, or with an image among them kept apart: "
+        "a CNN for the image, the other parts joined to its features",
         metavar="KEYS",
     )
 

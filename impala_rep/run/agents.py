@@ -17,6 +17,7 @@ from typing import Any
 from impala_rep.config import AgentConfig, TrainConfig
 from impala_rep.config.auto import resolve_auto_settings
 from impala_rep.extensions import Extension
+from impala_rep.observation_nest import shape_of
 from impala_rep.observation_scaling import declared_bounds_normalization
 
 __all__ = [
@@ -40,7 +41,7 @@ def default_agent_factory(
     from impala_rep.agent_factory import make_agent
 
     return make_agent(
-        observation_shape=tuple(observation_shape),
+        observation_shape=shape_of(observation_shape),
         num_actions=num_actions,
         network=agent.network,
         use_lstm=agent.use_lstm,

@@ -10,13 +10,14 @@ The built-in agent and the IMPALA loss are not re-checked.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from impala_rep.config import LossConfig
 from impala_rep.config.code_specs import CODE_SPEC_FORMS
+from impala_rep.observation_nest import Shape, shape_of
 from impala_rep.run.errors import one_line
 from impala_rep.unroll import UnrollSpec
 
@@ -37,7 +38,7 @@ def check_user_code(
     agent_is_users: bool,
     agent_spec: str | None,
     loss_spec: str | None,
-    observation_shape: Sequence[int],
+    observation_shape: Shape,
     observation_dtype: Any,
     num_actions: int,
     config: LossConfig,
@@ -64,13 +65,13 @@ def check_user_code(
         )
     batch = _synthetic_batch(observation_shape, observation_dtype, num_actions, action_distribution)
     try:
-        agent.build(tuple(observation_shape))
+        agent.build(shape_of(observation_shape))
         state = agent.initial_state(1)
         agent.unroll(_inputs(batch), state)
     except Exception as err:  # noqa: BLE001
         raise ValueError(
             f"{bad_agent}: {agent_name} failed on a synthetic batch of observations "
-            f"{tuple(observation_shape)}: {one_line(err)}"
+            f"{shape_of(observation_shape)}: {one_line(err)}"
         ) from None
     try:
         apply_loss(

@@ -23,6 +23,7 @@ from typing import Any
 import ray
 
 from impala_rep.learner.ray_learner import LearnerHost
+from impala_rep.observation_nest import shape_of
 from impala_rep.run.console import import_quietly
 from impala_rep.run.errors import one_line
 from impala_rep.run.prepare import RunPlan
@@ -56,7 +57,7 @@ class DriverLearner:
             try:
                 self._restored_from = self.host.start(
                     config=plan.config,
-                    observation_shape=tuple(plan.observation_shape),
+                    observation_shape=shape_of(plan.observation_shape),
                     agent_factory=plan.agent_factory,
                     frame_skip=plan.frame_skip,
                     loss_fn=plan.loss_fn,

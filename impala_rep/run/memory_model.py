@@ -10,9 +10,10 @@ does not fit. Neither TensorFlow nor Ray is imported: the driver checks this bef
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from impala_rep.config import TrainConfig
+from impala_rep.observation_nest import Shape
 from impala_rep.unroll import UnrollSpec
 
 __all__ = [
@@ -69,7 +70,7 @@ class MemoryEstimate:
 
 
 def estimate_memory(
-    config: TrainConfig, observation_shape: Sequence[int], observation_dtype, num_actions: int
+    config: TrainConfig, observation_shape: Shape, observation_dtype, num_actions: int
 ) -> MemoryEstimate:
     """A lower bound of the memory the run's unroll buffers and processes hold at once.
 
@@ -104,7 +105,7 @@ def memory_sizes(config: TrainConfig) -> dict[str, int]:
 
 
 def estimate_from_sizes(
-    sizes: Mapping[str, int], observation_shape: Sequence[int], observation_dtype, num_actions: int
+    sizes: Mapping[str, int], observation_shape: Shape, observation_dtype, num_actions: int
 ) -> MemoryEstimate:
     """`estimate_memory` of `memory_sizes`' values, so that a check can try others."""
     actors, hosts = sizes["num_actors"], sizes["learner_hosts"]

@@ -17,6 +17,7 @@ from typing import Any
 
 from impala_rep.config import TrainConfig
 from impala_rep.config.auto import resolve_auto_settings
+from impala_rep.observation_nest import Shape
 from impala_rep.run.agents import builtin_agent_factory, with_extensions
 from impala_rep.run.errors import SetupError
 from impala_rep.run.run_log import check_logdir
@@ -29,7 +30,7 @@ class RunPlan:
     """A checked run: its config and what was resolved from it."""
 
     config: TrainConfig
-    observation_shape: tuple[int, ...]
+    observation_shape: Shape
     num_actions: int
     frame_skip: int  # env frames per agent step (4 on Atari); users see env frames
     agent_factory: Callable[[], Any]
@@ -145,7 +146,7 @@ def prepare(
         raise SetupError(str(err)) from None
     return RunPlan(
         config=config,
-        observation_shape=tuple(env_spec.observation_shape),
+        observation_shape=env_spec.observation_shape,
         num_actions=int(env_spec.num_actions),
         frame_skip=int(env_spec.frame_skip),
         agent_factory=agent_factory,

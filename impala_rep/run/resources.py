@@ -19,12 +19,11 @@ device is "not there" only when nothing on the machine hints at it.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
-
-import numpy as np
+from collections.abc import Callable, Mapping
 
 from impala_rep.config import TrainConfig
 from impala_rep.devices import parse_devices, tpu_resolver_args
+from impala_rep.observation_nest import Shape, describe
 from impala_rep.run.machine import (
     available_memory,
     cuda_hides_all,
@@ -46,7 +45,7 @@ __all__ = ["check_memory", "check_devices"]
 
 def check_memory(
     config: TrainConfig,
-    observation_shape: Sequence[int],
+    observation_shape: Shape,
     observation_dtype,
     num_actions: int,
     *,
@@ -86,7 +85,7 @@ def check_memory(
         else f"even {key} 1 does not fit with the other settings as they are"
     )
     others = ", ".join(other for other in SIZE_KEYS if other != key)
-    obs = f"{list(observation_shape)} {np.dtype(observation_dtype).name}"
+    obs = describe(observation_shape, observation_dtype)
     raise ValueError(
         f"bad {key} {sizes[key]}: the unroll buffers need ~{_gib(estimate.buffer_bytes)} "
         f"({estimate.held_unrolls} unrolls of {sizes['envs_per_actor']} envs x "

@@ -32,10 +32,11 @@ import inspect
 import os
 import pathlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from impala_rep.config.code_specs import CODE_SPEC_FORMS, parse_code_spec
+from impala_rep.observation_nest import Shape, shape_of
 
 __all__ = ["load", "load_env", "absolute_code_spec", "agent_builder", "resolve_agent_and_loss"]
 
@@ -227,7 +228,7 @@ def load_env(env_id: str) -> tuple[str, Any]:
 def agent_builder(
     spec: str,
     *,
-    observation_shape: Sequence[int],
+    observation_shape: Shape,
     num_actions: int,
     action_distribution: Any = None,
 ) -> Callable[[], Any]:
@@ -242,7 +243,7 @@ def agent_builder(
     """
     factory = load(spec, what="agent")
     given = {
-        "observation_shape": tuple(int(d) for d in observation_shape),
+        "observation_shape": shape_of(observation_shape),
         "num_actions": int(num_actions),
     }
     try:
@@ -270,7 +271,7 @@ def resolve_agent_and_loss(
     loss_spec: str | None,
     agent: Callable[[], Any] | None,
     loss: Callable[..., Any] | None,
-    observation_shape: Sequence[int],
+    observation_shape: Shape,
     num_actions: int,
     action_distribution: Any = None,
 ):
