@@ -8,6 +8,7 @@ that run go through the command in the test's process (tests/in_process_cli.py).
 import inspect
 import json
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -130,6 +131,15 @@ def test_a_resume_with_another_batch_size_keeps_the_learning_rate_where_the_fram
     )
     assert more.returncode == 0, more.stderr[-3000:]
     assert f"resumed from {logdir / 'checkpoints'}" in more.stdout
+    # The summary's time and speed are this command's: the frames it trained over its time.
+    restored = int(
+        re.search(r"learner step [\d,]+, ([\d,]+) frames\)", more.stdout)[1].replace(",", "")
+    )
+    table = dict(re.split(r"\s{2,}", line.strip()) for line in more.stdout.splitlines()[-11:-1])
+    wall = float(table["wall time (this command)"].removesuffix(" s"))
+    total = int(table["env frames (learner-consumed)"].replace(",", ""))
+    fps = float(table["frames / s (this command)"].replace(",", ""))
+    assert fps == pytest.approx((total - restored) / wall, rel=0.05)
     assert json.loads((logdir / "config.json").read_text())["learner"]["batch_size"] == 32
     lr0, total, per_step = 5e-3, 80_000, 20 * 32
     records = read_metrics(logdir)

@@ -59,6 +59,10 @@ RECORD_FIELDS = {
 
 @dataclasses.dataclass(frozen=True)
 class TrainResult:
+    """What a `train` call did. `frames`, `learner_steps` and `episodes` are the run's
+    counters at its end, a resumed run's included; `wall_s` is this call's time, and
+    `frames_at_start` the frames the run had trained when it began (0 unless resumed)."""
+
     frames: int
     wall_s: float
     learner_steps: int
@@ -66,6 +70,13 @@ class TrainResult:
     episode_return_mean: float | None
     records: list[dict[str, Any]]
     actor_restarts: int = 0
+    frames_at_start: int = 0
+
+    @property
+    def frames_per_second(self) -> float:
+        """The frames this call trained per second of it: a resumed run's earlier frames
+        took another command's time."""
+        return (self.frames - self.frames_at_start) / self.wall_s if self.wall_s > 0 else 0.0
 
 
 class Monitor:
@@ -76,6 +87,7 @@ class Monitor:
         self._progress = _Progress(out, plan.config.run.total_frames)
         self._log: RunLog | None = None
         self._last: dict[str, float] = {}
+        self._frames_at_start = 0  # the restored counters' frames, set by `open`
         self._no_episode_hint: float | None = None  # frames produced at which to give it
         self._startup: dict[str, float] | None = {}  # the launcher's stages; None once written
         self.records: list[dict[str, Any]] = []
@@ -116,6 +128,7 @@ class Monitor:
                 file=self._out,
             )
         self.last_checkpoint = first.last_checkpoint
+        self._frames_at_start = self._skip * first.frames_consumed
         self._last = {
             "t": time.monotonic(),
             "produced": self._skip * first.frames_produced,
@@ -274,6 +287,7 @@ class Monitor:
             episode_return_mean=final["episode_return_mean"],
             records=self.records,
             actor_restarts=final["actor_restarts"],
+            frames_at_start=self._frames_at_start,
         )
 
     def summary(self, result: TrainResult) -> None:
@@ -437,8 +451,9 @@ def _summary_table(result: TrainResult, config) -> str:
     returns = [
         r["episode_return_mean"] for r in result.records if r["episode_return_mean"] is not None
     ]
-    env_fps = result.frames / result.wall_s if result.wall_s > 0 else 0.0
     learner = config.learner
+    # A resumed run's time and speed are this command's, of the frames it trained.
+    this = " (this command)" if result.frames_at_start else ""
     rows = [
         ("environment", config.env.id),
         ("actors x envs", f"{config.actors.num_actors} x {config.actors.envs_per_actor}"),
@@ -449,8 +464,8 @@ def _summary_table(result: TrainResult, config) -> str:
         ("env frames (learner-consumed)", f"{result.frames:,}"),
         ("learner steps", f"{result.learner_steps:,}"),
         ("episodes", f"{result.episodes:,}"),
-        ("wall time", f"{result.wall_s:.1f} s"),
-        ("frames / s (overall)", f"{env_fps:,.0f}"),
+        (f"wall time{this}", f"{result.wall_s:.1f} s"),
+        (f"frames / s{this or ' (overall)'}", f"{result.frames_per_second:,.0f}"),
         (
             f"final mean return (last {RETURN_WINDOW})",
             "n/a" if result.episode_return_mean is None else f"{result.episode_return_mean:.1f}",
