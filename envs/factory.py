@@ -76,7 +76,7 @@ from gymnasium.vector import AutoresetMode
 from impala_rep.distributions import DiagGaussian, for_action_space
 from impala_rep.envs import atari, minatar, minigrid
 from impala_rep.envs.cartpole import CartPoleSameStepVectorEnv
-from impala_rep.observation_nest import Shape, dtype_of, shape_of
+from impala_rep.observation_nest import Shape, dtype_of, of_space, shape_of
 
 __all__ = ["EnvSpec", "check_env_options", "describe_env", "make_vector_env", "register_env"]
 
@@ -170,11 +170,8 @@ def describe_env(env_id: str, *, observation_keys: tuple[str, ...] | None = None
         _check_observation_space(env_id, env.observation_space)
         space = env.observation_space
         if isinstance(space, gymnasium.spaces.Dict):  # a nest: a CNN's images, no bounds
-            return EnvSpec(
-                observation_shape={key: part.shape for key, part in space.spaces.items()},
-                observation_dtype={key: part.dtype for key, part in space.spaces.items()},
-                **actions,
-            )
+            shape, dtype = of_space(space)
+            return EnvSpec(observation_shape=shape, observation_dtype=dtype, **actions)
         bounds = None
         # One-hot codes go to the MLP as 0/1, as SB3 feeds them: mapped onto [-1, 1], Taxi's
         # 500-wide code would be 499 inputs of -1. A mixed space keeps its bounds, the codes'
@@ -213,7 +210,7 @@ def _is_nest(space: gymnasium.Space) -> bool:
         parts is not None
         and len(parts) > 1
         and any(_is_image(part) for part in parts)
-        and all(_is_image(part) or _flattens_to_a_vector(part) for part in parts)
+        and all(_flattens_to_a_vector(part) for part in parts)
     )
 
 
@@ -242,8 +239,8 @@ def _flattens_to_a_vector(space: gymnasium.Space) -> bool:
     if parts is not None:
         return len(parts) > 0 and all(_flattens_to_a_vector(part) for part in parts)
     if isinstance(space, gymnasium.spaces.Box):
-        # An image among other parts is flattened with them, as rl-baselines3-zoo feeds
-        # MiniGrid's to an MLP; an image alone (a Box, or one key kept) goes to a CNN.
+        # Any numeric Box has a vector form; an image among other parts still travels as
+        # an image in a nest (`_is_nest`), and alone (a Box, or one key kept) goes to a CNN.
         return _is_numeric(space)
     # Text, Sequence, Graph, OneOf: no fixed-size vector an MLP could take.
     return isinstance(space, _DISCRETE)
@@ -341,27 +338,40 @@ def _as_nest(env: gymnasium.Env) -> gymnasium.Env:
     each flattened to a vector as `_flatten_observations` flattens a whole observation; a
     Tuple's parts under the keys "0", "1", ...."""
     space = env.observation_space
+    # Keys as strings: the nest's keys are sorted as tf.nest sorts them, and a Dict may have
+    # keys of other types.
     if isinstance(space, gymnasium.spaces.Dict):
-        parts = dict(space.spaces)
+        parts = {str(key): part for key, part in space.spaces.items()}
     else:
         parts = {str(i): part for i, part in enumerate(space.spaces)}
-    encoders = {key: _part_encoder(part) for key, part in parts.items()}
+    encoders = {key: _part_encoder(key, part) for key, part in parts.items()}
     nest_space = gymnasium.spaces.Dict({key: encoders[key][0] for key in parts})
 
     def encode(observation):
-        items = observation.items() if isinstance(observation, dict) else zip(parts, observation)
-        return {key: encoders[key][1](value) for key, value in items}
+        items = observation.items() if isinstance(observation, dict) else enumerate(observation)
+        return {str(key): encoders[str(key)][1](value) for key, value in items}
 
     return gymnasium.wrappers.TransformObservation(env, encode, nest_space)
 
 
-def _part_encoder(part: gymnasium.Space) -> tuple[gymnasium.spaces.Box, Callable[[Any], Any]]:
-    """One part of a nest: its space as the agent takes it and the function that makes it so."""
+def _part_encoder(
+    key: str, part: gymnasium.Space
+) -> tuple[gymnasium.spaces.Box, Callable[[Any], Any]]:
+    """One part of a nest: its space as the agent takes it and the function that makes it so;
+    ValueError for an image no CNN here takes."""
     if _is_image(part):
-        if part.dtype != np.bool_:
-            return part, np.asarray
+        if part.dtype == np.uint8 or np.issubdtype(part.dtype, np.floating):
+            return part, np.array  # a copy: an env may reuse its image's buffer
         pixels = gymnasium.spaces.Box(0, 255, part.shape, np.uint8)
-        return pixels, lambda value: np.asarray(value, np.uint8) * np.uint8(255)
+        if part.dtype == np.bool_:
+            return pixels, lambda value: np.asarray(value, np.uint8) * np.uint8(255)
+        # Other integer pixels (int32, int64) are the CNNs' uint8 where their bounds allow.
+        if np.all(part.low >= 0) and np.all(part.high <= 255):
+            return pixels, lambda value: np.asarray(value, np.uint8)
+        raise ValueError(
+            f"observation part {key!r} is an image of dtype {part.dtype} with bounds beyond "
+            "[0, 255]; the CNNs take uint8 pixels, or floats already scaled"
+        )
     dtype = np.uint8 if _all_discrete(part) else np.float32
     flat = gymnasium.spaces.flatten_space(part)
     vector = gymnasium.spaces.Box(flat.low.astype(dtype), flat.high.astype(dtype), dtype=dtype)

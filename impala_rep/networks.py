@@ -182,17 +182,19 @@ def _preprocess(observation: Any) -> tf.Tensor:
 
 class NestTorso:
     """The torso of a nest of observations (`impala_rep.observation_nest`): a pixel torso of
-    its own for each image part, the other parts (vectors: one-hot codes, a direction, a
-    position) joined to the images' features as they are, as Stable-Baselines3's
-    CombinedExtractor joins them, to go through the core and heads with them.
+    its own for each image part; the other parts (vectors: one-hot codes, a direction, a
+    position) joined to the images' features, as Stable-Baselines3's CombinedExtractor joins
+    them, then a ReLU layer over all of it, so that a vector part can change what the image
+    means to the policy (heads on the join alone could only add to the logits).
 
-    `{key: [N, H, W, C] or [N, D]}` -> `[N, F * images + sum(D)]`, parts in key order.
+    `{key: [N, H, W, C] or [N, D]}` -> `[N, 256]`, parts joined in key order.
     """
 
     def __init__(self, image_keys: Sequence[str], torso: str):
         if not image_keys:
             raise ValueError("a nest's torso needs at least one image part")
         self._images = {key: _TORSO_CLASSES[torso]() for key in sorted(image_keys)}
+        self._joint = layers.Dense(256, activation="relu", name="nest_linear")
 
     @property
     def image_keys(self) -> tuple[str, ...]:
@@ -200,7 +202,7 @@ class NestTorso:
 
     @property
     def layers(self) -> list:
-        return [layer for torso in self._images.values() for layer in torso.layers]
+        return [*(layer for torso in self._images.values() for layer in torso.layers), self._joint]
 
     def __call__(self, observation: dict[str, Any]) -> tf.Tensor:
         missing = sorted(set(self._images) - set(observation))
@@ -213,7 +215,7 @@ class NestTorso:
                 features.append(self._images[key](_preprocess(part)))
             else:
                 features.append(tf.cast(part, tf.float32))
-        return tf.concat(features, axis=-1)
+        return self._joint(tf.concat(features, axis=-1))
 
 
 class NetworkAgent:

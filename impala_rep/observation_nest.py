@@ -7,13 +7,12 @@ parts travels as a nest instead: a dict `{key: array}` (a Tuple's parts under th
 queue and staging to the agent, which encodes each part by its kind (a CNN for an image).
 Its shape is then a dict `{key: shape}` and its dtype a dict `{key: dtype}`.
 
-Keys are kept sorted, the order in which gymnasium's `Dict` and `tf.nest` both take them,
-so the leaves of a nest line up wherever they are flattened.
+Keys are strings, kept sorted: the order in which `tf.nest` takes a dict's, so the leaves of
+a nest line up wherever they are flattened.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -40,7 +39,10 @@ def dtype_of(dtype: Any, shape: Shape) -> np.dtype | dict[str, np.dtype]:
     """`dtype` as numpy dtypes: one for an array, a dict like `shape`'s for a nest."""
     if is_nest(shape):
         if not is_nest(dtype) or sorted(dtype) != list(shape):
-            raise ValueError(f"observation dtypes {dtype!r} do not match the nest {shape!r}")
+            raise ValueError(
+                f"observation dtypes {dtype!r} do not match the nest {shape!r}: a nest's "
+                "dtypes are a dict with its keys"
+            )
         return {key: np.dtype(dtype[key]) for key in shape}
     return np.dtype(dtype)
 
@@ -51,14 +53,6 @@ def map_leaves(fn: Callable[..., Any], *values: Any) -> Any:
     if is_nest(values[0]):
         return {key: fn(*(value[key] for value in values)) for key in sorted(values[0])}
     return fn(*values)
-
-
-def leaves(value: Any) -> list[Any]:
-    """The leaves of an observation (or a shape, a dtype) in key order; `[value]` for one
-    array."""
-    if is_nest(value):
-        return [value[key] for key in sorted(value)]
-    return [value]
 
 
 def rows(observation: Any, index: Any) -> Any:
@@ -82,19 +76,14 @@ def of_space(space: Any) -> tuple[Shape, Any]:
     if isinstance(parts, Mapping):
         return (
             shape_of({key: part.shape for key, part in parts.items()}),
-            {str(key): np.dtype(part.dtype) for key, part in sorted(parts.items())},
+            {str(key): np.dtype(part.dtype) for key, part in parts.items()},
+        )
+    if getattr(space, "shape", None) is None:
+        raise ValueError(
+            f"observation space {space} has no fixed shape; the actors take a Box, or a Dict "
+            "of Boxes (the env factory's nests)"
         )
     return shape_of(space.shape), np.dtype(space.dtype)
-
-
-def nbytes(shape: Shape, dtype: Any) -> int:
-    """The bytes of one observation of `shape` and `dtype`."""
-    shape = shape_of(shape)
-    dtype = dtype_of(dtype, shape)
-    return sum(
-        math.prod(leaf_shape) * leaf_dtype.itemsize
-        for leaf_shape, leaf_dtype in zip(leaves(shape), leaves(dtype), strict=True)
-    )
 
 
 def describe(shape: Shape, dtype: Any) -> str:

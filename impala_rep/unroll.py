@@ -40,6 +40,7 @@ elsewhere (see `impala_rep.transitions`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, NamedTuple
 
@@ -94,7 +95,8 @@ class FieldSpec:
 
     @property
     def is_array(self) -> bool:
-        """One array the schema sizes (the agent's state is a nest the agent defines)."""
+        """An array the schema sizes, or a nest of them for nested observations (the agent's
+        state is a nest the agent defines)."""
         return self.trailing != AGENT_STATE
 
 
@@ -172,7 +174,7 @@ FIELDS: tuple[FieldSpec, ...] = (
 class Unroll(NamedTuple):
     """One actor's unroll, or a batch of them: the fields `FIELDS` declares."""
 
-    observations: np.ndarray
+    observations: Any  # an array, or a dict of them (`impala_rep.observation_nest`)
     prev_actions: np.ndarray
     prev_rewards: np.ndarray
     first: np.ndarray
@@ -356,12 +358,18 @@ def _map_batch_axis(fn, unrolls: list[Unroll]) -> Unroll:
     for field in FIELDS:
         values = [getattr(u, field.name) for u in unrolls]
         if field.trailing == OBSERVATION:  # one array, or a nest's, part by part
-            fields[field.name] = map_leaves(lambda *parts: fn(list(parts), 1), *values)
+            fields[field.name] = map_leaves(
+                functools.partial(_call_on_parts, fn, field.batch_axis), *values
+            )
         elif field.is_array:
             fields[field.name] = fn(values, field.batch_axis)
         else:  # the agent's state: every leaf keeps its batch on axis 0
             fields[field.name] = tf.nest.map_structure(lambda *leaves: fn(list(leaves), 0), *values)
     return Unroll(**fields)
+
+
+def _call_on_parts(fn, axis: int, *parts):
+    return fn(list(parts), axis)
 
 
 def concat_unrolls(unrolls: list[Unroll]) -> Unroll:

@@ -8,7 +8,9 @@
   image ("image": [5, 5, 3] uint8, every cell the step number mod 11), a Discrete(4)
   ("direction": the step number mod 4) and a Text ("mission"), which needs keys kept;
 - `observation_spaces_env:PixelsAndState-v0`: a Tuple of a bool image ([4, 4, 2], every cell
-  True at odd step numbers) and CartPole's Box state, which travels as a nest.
+  True at odd step numbers) and CartPole's Box state, which travels as a nest;
+- `observation_spaces_env:WideIntegerPixels-v0`: a Dict of an int64 image with values up to
+  1000 and CartPole's state: an image no CNN here takes.
 """
 
 import gymnasium
@@ -95,7 +97,22 @@ class PixelsAndState(gymnasium.Wrapper):
         return self._observation(state), reward, terminated, truncated, info
 
 
+class WideIntegerPixels(gymnasium.ObservationWrapper):
+    def __init__(self):
+        super().__init__(gymnasium.make("CartPole-v1"))
+        self.observation_space = gymnasium.spaces.Dict(
+            {
+                "image": gymnasium.spaces.Box(0, 1000, (4, 4, 1), np.int64),
+                "state": self.env.observation_space,
+            }
+        )
+
+    def observation(self, observation):
+        return {"image": np.zeros((4, 4, 1), np.int64), "state": observation}
+
+
 gymnasium.register(id="PixelsAndState-v0", entry_point=PixelsAndState)
+gymnasium.register(id="WideIntegerPixels-v0", entry_point=WideIntegerPixels)
 gymnasium.register(id="TextObservation-v0", entry_point=TextObservation)
 gymnasium.register(id="GridObservation-v0", entry_point=GridObservation)
 gymnasium.register(id="MixedObservation-v0", entry_point=MixedObservation)

@@ -15,6 +15,7 @@ from impala_rep.observation_nest import rows
 # (every cell the step number mod 11), "direction" Discrete(4) (the step number mod 4),
 # "mission" Text.
 GRID = "observation_spaces_env:GridObservation-v0"
+KEPT = ("image", "direction")
 
 
 def _steps_seen(env_id, keys, steps=14):
@@ -96,6 +97,33 @@ def test_a_truncated_episodes_last_observation_keeps_the_keys_too():
         np.testing.assert_array_equal(obs[0], np.zeros((5, 5, 3)))  # the next episode's first
     finally:
         env.close()
+
+
+def test_a_truncated_episodes_last_nest_is_in_the_info_as_the_agent_takes_it():
+    env = make_vector_env(GRID, num_envs=2, seed=0, observation_keys=KEPT, max_episode_steps=3)
+    try:
+        env.reset()
+        for _ in range(3):
+            obs, _, terminated, truncated, info = env.step(np.zeros(2, np.int64))
+        assert truncated.all() and not terminated.any()
+        for i in range(2):
+            final = info["final_obs"][i]
+            assert sorted(final) == ["direction", "image"]
+            np.testing.assert_array_equal(final["image"], np.full((5, 5, 3), 3, np.uint8))
+            np.testing.assert_array_equal(final["direction"], np.eye(4, dtype=np.uint8)[3])
+        np.testing.assert_array_equal(obs["image"], np.zeros((2, 5, 5, 3)))  # the next firsts
+    finally:
+        env.close()
+
+
+def test_an_image_part_no_cnn_takes_is_refused_naming_it():
+    env_id = "observation_spaces_env:WideIntegerPixels-v0"
+    with pytest.raises(ValueError) as error:
+        describe_env(env_id)
+    assert str(error.value) == (
+        "observation part 'image' is an image of dtype int64 with bounds beyond [0, 255]; "
+        "the CNNs take uint8 pixels, or floats already scaled"
+    )
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,6 @@ from impala_rep.networks import MinAtarTorso, NestTorso, NetworkAgent
 from impala_rep.observation_nest import (
     describe,
     map_leaves,
-    nbytes,
     rows,
     set_rows,
     shape_of,
@@ -44,7 +43,6 @@ def test_shapes_take_one_form_with_sorted_keys_and_leaves_follow_them():
     shape = shape_of({"z": [3], "a": (2, 2, 1)})
     assert list(shape) == ["a", "z"] and shape == {"a": (2, 2, 1), "z": (3,)}
     dtypes = {"a": np.uint8, "z": np.float32}
-    assert nbytes(shape, dtypes) == 4 * 1 + 3 * 4
     assert describe(shape, dtypes) == "{a: [2, 2, 1] uint8, z: [3] float32}"
     assert describe((4,), np.float32) == "[4] float32"
     batch = {"z": np.arange(6).reshape(2, 3), "a": np.zeros((2, 1))}
@@ -99,14 +97,17 @@ def test_the_nest_torso_joins_each_images_features_and_the_vectors_in_key_order(
         "direction": np.eye(4, dtype=np.uint8)[[0, 2, 3]],
     }
     features = torso(observation).numpy()
-    # By hand: the MinAtar torso's layers (made by the call) on the pixels / 255, then the
-    # direction's code as floats ("direction" < "image": its part comes first).
+    # By hand: the MinAtar torso's layers (made by the call) on the pixels / 255, after the
+    # direction's code as floats ("direction" < "image": its part comes first), then the
+    # joint ReLU layer.
+    *image_layers, joint = torso.layers
     reference = MinAtarTorso()
-    reference.layers = torso.layers
+    reference.layers = image_layers
     image = reference(tf.constant(observation["image"], tf.float32) / 255.0).numpy()
-    assert features.shape == (3, 4 + 128)
-    np.testing.assert_array_equal(features[:, :4], observation["direction"])
-    np.testing.assert_allclose(features[:, 4:], image, rtol=1e-6, atol=1e-6)
+    joined = np.concatenate([observation["direction"].astype(np.float32), image], axis=-1)
+    kernel, bias = (v.numpy() for v in joint.weights)
+    assert features.shape == (3, 256)
+    np.testing.assert_allclose(features, np.maximum(joined @ kernel + bias, 0), atol=1e-5)
 
 
 def test_agents_for_nests_refuse_what_cannot_encode_them():

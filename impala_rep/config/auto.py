@@ -18,6 +18,7 @@ from typing import Any
 from impala_rep.config.legacy import BEFORE_THE_FIELD
 from impala_rep.config.schema import TrainConfig
 from impala_rep.devices import DeviceSpec, parse_devices
+from impala_rep.observation_nest import is_nest
 
 __all__ = [
     "AutoRule",
@@ -128,8 +129,7 @@ def run_kind(
 ) -> RunKind:
     """`continuous_actions`: the env's actions are a Box. `users_agent`, `users_loss`: an
     agent or loss object given through the Python API, which the config does not name."""
-    # A nest (a dict of shapes: images among its parts) is no vector.
-    vectors = not isinstance(observation_shape, dict) and len(observation_shape) == 1
+    vectors = not is_nest(observation_shape) and len(observation_shape) == 1
     mlp_agent = (
         vectors
         and not users_agent
