@@ -232,7 +232,7 @@ class Actor:
             if done.any():
                 observation, _ = self._env.reset(options={"reset_mask": done})
         else:  # SAME_STEP: gymnasium keeps them in the info
-            final = {i: map_leaves(np.asarray, info["final_obs"][i]) for i in cut}
+            final = {i: map_leaves(np.array, info["final_obs"][i]) for i in cut}
         # Copied: some vector envs (copy=False) overwrite the array they return.
         return map_leaves(np.array, observation), reward, terminated, truncated, final
 
@@ -267,6 +267,7 @@ def _policy_for(
     else the compiled one (which imports TensorFlow)."""
     host_step = getattr(agent, "host_step", None)
     if getattr(agent, "is_acting_twin", False):  # no variables: weights come with set_weights
+        initial_state = getattr(agent, "initial_state", None)
         return HostPolicy(
             host_step=host_step,
             weights=None,
@@ -274,11 +275,12 @@ def _policy_for(
             greedy=greedy,
             weight_shapes=agent.weight_shapes(of_space(observation_space)[0]),
             distribution=distribution,
+            initial_state=() if initial_state is None else initial_state(num_envs),
         )
     agent.build(of_space(observation_space)[0])
     import tensorflow as tf  # an `Agent` is built: TensorFlow is loaded already
 
-    if host_step is not None and not tf.nest.flatten(agent.initial_state(num_envs)):
+    if host_step is not None:
         weights = agent.get_weights()
         return HostPolicy(
             host_step=host_step,
@@ -287,6 +289,7 @@ def _policy_for(
             greedy=greedy,
             weight_shapes=[np.shape(w) for w in weights],
             distribution=distribution,
+            initial_state=tf.nest.map_structure(np.asarray, agent.initial_state(num_envs)),
         )
     from impala_rep.actors.compiled_policy import CompiledPolicy
 

@@ -20,10 +20,15 @@ __all__ = ["HostPolicy"]
 
 
 class HostPolicy:
-    """Acts for `E` envs with `host_step(weights, inputs) -> AgentOutput` (feed-forward).
+    """Acts for `E` envs with the agent's numpy step: `host_step(weights, inputs) ->
+    AgentOutput` for a feed-forward agent, `host_step(weights, inputs, state) ->
+    (AgentOutput, state)` for a recurrent one, whose state (a nest of `[E, ...]` arrays,
+    reset by the step where `inputs.first`) it carries from step to step.
 
     Args:
       host_step: the agent's numpy step.
+      initial_state: the recurrent agent's state for `E` fresh episodes (numpy); `()`:
+        feed-forward.
       weights: the weights to act with until `set_weights`; None: none yet (an acting
         twin has no variables: `act` refuses until the learner's weights arrive).
       weight_shapes: the layout every weight list must have (count and shapes).
@@ -42,8 +47,12 @@ class HostPolicy:
         seed: int,
         greedy: bool,
         distribution: Any = None,
+        initial_state: Any = (),
     ):
         self._host_step = host_step
+        self._initial = _numpy_nest(initial_state)
+        self._recurrent = bool(_leaves(self._initial))
+        self._state = self._initial
         self._distribution = distribution
         self._shapes = [tuple(s) for s in weight_shapes]
         self._weights = None if weights is None else self._checked(weights)
@@ -53,9 +62,17 @@ class HostPolicy:
     def set_weights(self, weights: Sequence[np.ndarray]) -> None:
         self._weights = self._checked(weights)
 
-    def state_at_start(self, first: np.ndarray) -> tuple:
-        """The recurrent state fed at an unroll's first step: none."""
-        return ()
+    def state_at_start(self, first: np.ndarray) -> Any:
+        """The recurrent state fed at an unroll's first step: reset where `first` (`()`
+        for a feed-forward agent)."""
+        if not self._recurrent:
+            return ()
+        first = np.asarray(first, bool)
+        return _map(
+            lambda zero, s: np.where(first.reshape(-1, *[1] * (s.ndim - 1)), zero, s),
+            self._initial,
+            self._state,
+        )
 
     def act(
         self,
@@ -64,11 +81,11 @@ class HostPolicy:
         prev_reward: np.ndarray,
         first: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Actions `[E, *action_shape]` and the policy's parameters `[E, P]` float32."""
-        params = np.asarray(
-            self._step(AgentInputs(observation, prev_action, prev_reward, first)).policy_logits,
-            np.float32,
-        )
+        """Actions `[E, *action_shape]` and the policy's parameters `[E, P]` float32; the
+        recurrent state moves on."""
+        output, state = self._step(AgentInputs(observation, prev_action, prev_reward, first))
+        self._state = state
+        params = np.asarray(output.policy_logits, np.float32)
         distribution = or_categorical(self._distribution, params)
         if self._greedy:
             return distribution.mode(params), params
@@ -77,20 +94,22 @@ class HostPolicy:
     def values(
         self, observation: np.ndarray, prev_action: np.ndarray, prev_reward: np.ndarray
     ) -> np.ndarray:
-        """The baseline `[E]` at `observation`, none of it an episode's start."""
+        """The baseline `[E]` at `observation` from the current state, none of it an
+        episode's start; the state does not move."""
         first = np.zeros([len(prev_reward)], bool)
-        return np.asarray(
-            self._step(AgentInputs(observation, prev_action, prev_reward, first)).baseline,
-            np.float32,
-        )
+        output, _ = self._step(AgentInputs(observation, prev_action, prev_reward, first))
+        return np.asarray(output.baseline, np.float32)
 
-    def _step(self, inputs: AgentInputs) -> AgentOutput:
+    def _step(self, inputs: AgentInputs) -> tuple[AgentOutput, Any]:
+        """The agent's outputs at `inputs` and the state after them."""
         if self._weights is None:
             raise RuntimeError(
                 "the actor has no weights to act with yet: call set_weights "
                 "(an acting twin has no variables of its own)"
             )
-        return self._host_step(self._weights, inputs)
+        if self._recurrent:
+            return self._host_step(self._weights, inputs, self._state)
+        return self._host_step(self._weights, inputs), ()
 
     def _checked(self, weights: Sequence[np.ndarray]) -> list[np.ndarray]:
         """`weights` as arrays, checked against the layout (count and shapes)."""
@@ -101,3 +120,23 @@ class HostPolicy:
             if got.shape != want:
                 raise ValueError(f"weight of shape {got.shape} where the agent has {want}")
         return weights
+
+
+def _map(fn: Callable[..., Any], *nests: Any) -> Any:
+    """`fn` over the leaves of nests of tuples, lists and dicts (TensorFlow-free)."""
+    first = nests[0]
+    if isinstance(first, dict):
+        return {key: _map(fn, *(n[key] for n in nests)) for key in first}
+    if isinstance(first, (tuple, list)):
+        return type(first)(_map(fn, *parts) for parts in zip(*nests, strict=True))
+    return fn(*nests)
+
+
+def _leaves(nest: Any) -> list[Any]:
+    found: list[Any] = []
+    _map(found.append, nest)
+    return found
+
+
+def _numpy_nest(nest: Any) -> Any:
+    return _map(np.asarray, nest)

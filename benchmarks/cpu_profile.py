@@ -73,9 +73,11 @@ def work_costs(config, seconds: float, run: dict | None = None) -> dict[str, flo
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     from impala_rep.actors.actor import Actor
+    from impala_rep.agent_factory import acting_agent
     from impala_rep.envs.factory import make_vector_env
     from impala_rep.learner.learner import Learner
     from impala_rep.learner.replicator import Replicator
+    from impala_rep.observation_nest import rows
     from impala_rep.run.prepare import prepare
     from impala_rep.unroll import slice_columns
 
@@ -84,7 +86,8 @@ def work_costs(config, seconds: float, run: dict | None = None) -> dict[str, flo
     t, b, passes = config.actors.unroll_length, config.learner.batch_size, config.learner.passes
     if run is not None and config.learner.target_kl is not None:
         passes = run["learner_steps"] * t * b * skip / run["frames"]
-    env = make_vector_env(config.env.id, num_envs=num_envs, seed=0)
+    keys = config.env.observation_keys
+    env = make_vector_env(config.env.id, num_envs=num_envs, seed=0, observation_keys=keys)
     # Random actions from the envs' own (batched) space: any kind, discrete or continuous.
     env.action_space.seed(0)
     env.reset()
@@ -92,17 +95,28 @@ def work_costs(config, seconds: float, run: dict | None = None) -> dict[str, flo
         lambda: env.step(env.action_space.sample()), num_envs * skip, seconds
     )
 
+    # What an actor process acts with: the agent's numpy twin where it has one (given the
+    # agent's weights, as the learner would publish them), else the agent.
+    twin, agent = acting_agent(plan.agent_factory), plan.agent_factory()
     actor = Actor(
-        env=make_vector_env(config.env.id, num_envs=num_envs, seed=1),
-        agent=plan.agent_factory(),
+        env=make_vector_env(config.env.id, num_envs=num_envs, seed=1, observation_keys=keys),
+        agent=agent if twin is None else twin,
         unroll_length=t,
         seed=0,
         return_discount=actor_return_discount(extensions_for(config.loss)),
     )
+    if twin is not None:
+        agent.build(plan.observation_shape)
+        actor.set_weights(agent.get_weights(), version=0)
     unroll, _ = actor.unroll()
     # The actor's own policy call, compiled or its agent's `host_step` (a private method:
     # this measures the actor's internals, so it must be the actor's, not a copy of it).
-    args = (unroll.observations[0], unroll.prev_actions[0], unroll.prev_rewards[0], unroll.first[0])
+    args = (
+        rows(unroll.observations, 0),
+        unroll.prev_actions[0],
+        unroll.prev_rewards[0],
+        unroll.first[0],
+    )
     policy_us = _cpu_us_per_frame(lambda: actor._act(*args), num_envs * skip, seconds)
     unroll_us = _cpu_us_per_frame(actor.unroll, num_envs * t * skip, seconds)
 

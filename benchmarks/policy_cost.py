@@ -18,9 +18,9 @@ numpy twin.
   and its distribution's sampling, log-probs, entropy and KL, and the observation's width (the
   first layer's inputs: CartPole's 4, HalfCheetah's 17).
 - **Acting paths**: a user's feed-forward agent without a `host_step` (the custom-agent
-  example's) acts through one compiled TensorFlow call per step, and an agent with memory
-  (`--use-lstm`) does too, with its LSTM: against the reference, what the TensorFlow call
-  costs, and what the LSTM adds to it.
+  example's) acts through one compiled TensorFlow call per step: against the reference, what
+  the TensorFlow call costs. The MLP with an LSTM core (`--use-lstm`) acts through its numpy
+  twin, carrying its state: what the LSTM adds.
 
 Prints a table and writes one ledger record per case (`benchmarks/results/policy_cost/CASE/`);
 `make docs` renders the newest batch on the results page. Measure on an idle machine.
@@ -64,7 +64,7 @@ CASES = {
     ),
     "cartpole-lstm": Case(
         "CartPole-v1",
-        "categorical; the MLP with an LSTM, compiled call",
+        "categorical; the MLP with an LSTM, numpy twin",
         ("--use-lstm", *SAME_NETWORK),
     ),
 }

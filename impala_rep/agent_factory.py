@@ -134,17 +134,20 @@ def make_agent(
         if use_lstm:
             # The core as wide as the torso's output: memory for a vector task without
             # making the network the LSTM's (a CNN's core has 256 units over 256 features).
-            # It acts through TensorFlow: no numpy twin carries a recurrent state.
+            # Its twin acts in numpy, carrying the state (`impala_rep.host_mlp`).
+            lstm = dict(lstm_size=settings["hidden_sizes"][-1], **settings)
             return AgentBuilder(
                 build=functools.partial(
                     _network,
                     torso="mlp",
                     use_lstm=True,
-                    lstm_size=settings["hidden_sizes"][-1],
-                    **settings,
+                    **lstm,
                     action_distribution=action_distribution,
                     initial_log_std=log_std,
-                )
+                ),
+                twin=functools.partial(
+                    _mlp_lstm_twin, **lstm, action_distribution=action_distribution
+                ),
             )
         settings["separate_value_network"] = bool(separate_value_network)
         return AgentBuilder(
@@ -232,6 +235,12 @@ def _mlp_twin(**kwargs: Any) -> Any:
     from impala_rep.host_mlp import MLPHostAgent
 
     return MLPHostAgent(**kwargs)
+
+
+def _mlp_lstm_twin(**kwargs: Any) -> Any:
+    from impala_rep.host_mlp import MLPLSTMHostAgent
+
+    return MLPLSTMHostAgent(**kwargs)
 
 
 def _network(**kwargs: Any) -> Any:

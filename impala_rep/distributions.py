@@ -91,6 +91,9 @@ class ActionDistribution(Protocol):
         """`[N, *action_shape]` actions as `[N, F]` float32 inputs of a network (the
         previous action, which a recurrent core is fed)."""
 
+    def features_numpy(self, actions: np.ndarray) -> np.ndarray:
+        """numpy: `features_tf`, for the actors' numpy policies."""
+
     def to_env(self, actions: np.ndarray) -> np.ndarray:
         """The actions as the environment takes them (a Gaussian's clipped to its bounds)."""
 
@@ -141,6 +144,9 @@ class Categorical(_ComparedByRepr):
         """`[N]` actions as float32 inputs of a network (the previous action): one-hot."""
         tf = _tf()
         return tf.one_hot(tf.cast(actions, tf.int32), self.num_actions, dtype=tf.float32)
+
+    def features_numpy(self, actions: np.ndarray) -> np.ndarray:
+        return np.eye(self.num_actions, dtype=np.float32)[np.asarray(actions, np.int64)]
 
     def log_prob(self, params: Any, actions: Any) -> Any:
         tf = _tf()
@@ -212,6 +218,12 @@ class MultiCategorical(_ComparedByRepr):
         actions = tf.cast(actions, tf.int32)
         return tf.concat(
             [part.features_tf(actions[:, i]) for i, part in enumerate(self._parts)], axis=-1
+        )
+
+    def features_numpy(self, actions: np.ndarray) -> np.ndarray:
+        actions = np.asarray(actions)
+        return np.concatenate(
+            [part.features_numpy(actions[:, i]) for i, part in enumerate(self._parts)], axis=-1
         )
 
     def _split(self, params: Any) -> list[Any]:
@@ -309,6 +321,9 @@ class DiagGaussian(_ComparedByRepr):
         """`[N, D]` actions as float32 inputs of a network (the previous action)."""
         tf = _tf()
         return tf.cast(actions, tf.float32)
+
+    def features_numpy(self, actions: np.ndarray) -> np.ndarray:
+        return np.asarray(actions, np.float32)
 
     def log_prob(self, params: Any, actions: Any) -> Any:
         tf = _tf()

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from impala_rep.observation_nest import is_nest
+
 __all__ = [
     "NormalizingAgent",
     "HostNormalizingAgent",
@@ -87,7 +89,7 @@ class NormalizingAgent:
     def build(self, observation_shape: Sequence[int]) -> None:
         import tensorflow as tf
 
-        if isinstance(observation_shape, dict) or len(observation_shape) != 1:
+        if is_nest(observation_shape) or len(observation_shape) != 1:
             raise ValueError(
                 f"observation normalisation needs vector observations, got shape "
                 f"{observation_shape}"
@@ -186,12 +188,21 @@ class HostNormalizingAgent:
     def weight_shapes(self, observation_shape: Sequence[int]) -> list[tuple[int, ...]]:
         return [*self.policy.weight_shapes(observation_shape), (3, *observation_shape)]
 
-    def host_step(self, weights: Sequence[np.ndarray], inputs: Any) -> Any:
+    def initial_state(self, batch_size: int) -> Any:
+        """The policy twin's (a recurrent one's state, in numpy); `()` if it keeps none."""
+        initial_state = getattr(self.policy, "initial_state", None)
+        return () if initial_state is None else initial_state(batch_size)
+
+    def host_step(self, weights: Sequence[np.ndarray], inputs: Any, *state: Any) -> Any:
+        """The policy twin's step on the normalised observations; a recurrent twin's `state`
+        passes through (`actors/host_policy.py`)."""
         *policy_weights, statistics = weights
         observation = normalized(
             np.asarray(inputs.observation, np.float32), statistics, clip=self.clip
         ).astype(np.float32)
-        return self.policy.host_step(policy_weights, inputs._replace(observation=observation))
+        return self.policy.host_step(
+            policy_weights, inputs._replace(observation=observation), *state
+        )
 
 
 def normalizing_loss_fn(

@@ -14,6 +14,7 @@ from impala_rep.actors.build import build_actor
 from impala_rep.agent import AgentInputs
 from impala_rep.agent_factory import acting_agent, make_agent
 from impala_rep.config import TrainConfig
+from impala_rep.distributions import Categorical, DiagGaussian, MultiCategorical
 from impala_rep.envs import make_vector_env
 from impala_rep.extensions import actor_return_discount, extensions_for
 from impala_rep.run.prepare import prepare
@@ -49,6 +50,78 @@ def test_the_twin_is_the_agents_step(hidden_sizes, normalization):
     got = twin.host_step(weights, inputs)
     np.testing.assert_allclose(got.policy_logits, expected.policy_logits, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(got.baseline, expected.baseline, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "distribution",
+    [None, MultiCategorical([3, 2]), DiagGaussian(low=[-1.0, -2.0], high=[1.0, 2.0])],
+    ids=["categorical", "multi-categorical", "gaussian"],
+)
+def test_the_lstm_twin_is_the_agents_step_through_episode_starts(distribution):
+    # The MLP with an LSTM core (`NetworkAgent`, torso "mlp"): its numpy twin carries the state
+    # step to step and resets it where an episode starts, as the agent does.
+    actions = distribution or Categorical(4)
+    factory = make_agent(
+        observation_shape=[3],
+        num_actions=actions.num_params,
+        hidden_sizes=(8, 6),
+        use_lstm=True,
+        observation_normalization=((0.5, -1.0, 0.0), (2.0, 0.25, 1.0)),
+        action_distribution=distribution,
+    )
+    twin, agent = acting_agent(factory), factory()
+    agent.build([3])
+    assert twin.weight_shapes((3,)) == [w.shape for w in agent.get_weights()]
+    weights = _random_weights(twin.weight_shapes((3,)), seed=2)
+    agent.set_weights(weights)
+    rng = np.random.default_rng(3)
+    state, twin_state = agent.initial_state(5), twin.initial_state(5)
+    for t in range(6):
+        first = np.zeros(5, bool) if t else np.ones(5, bool)
+        first[t % 5] = t == 4  # one env starts a new episode mid-way
+        previous = actions.sample(rng.normal(size=(5, actions.num_params)), rng)
+        inputs = AgentInputs(
+            rng.normal(size=(5, 3)).astype(np.float32),
+            previous.astype(actions.action_dtype),
+            rng.normal(scale=2.0, size=5).astype(np.float32),  # clipped to [-1, 1] as fed
+            first,
+        )
+        expected, state = agent.step(inputs, state)
+        got, twin_state = twin.host_step(weights, inputs, twin_state)
+        np.testing.assert_allclose(got.policy_logits, expected.policy_logits, atol=1e-5)
+        np.testing.assert_allclose(got.baseline, expected.baseline, atol=1e-5)
+        for mine, theirs in zip(twin_state, state, strict=True):
+            np.testing.assert_allclose(mine, theirs, atol=1e-5)
+
+
+def test_an_actor_with_the_lstm_twin_plays_as_one_with_the_agent():
+    plan = _default_plan(use_lstm=True)
+    config = plan.config
+    agent = plan.agent_factory()
+    agent_actor = Actor(
+        env=make_vector_env("CartPole-v1", num_envs=8, seed=3),
+        agent=agent,
+        unroll_length=config.actors.unroll_length,
+        seed=3,
+        greedy=True,
+    )
+    twin_actor = Actor(
+        env=make_vector_env("CartPole-v1", num_envs=8, seed=3),
+        agent=acting_agent(plan.agent_factory),
+        unroll_length=config.actors.unroll_length,
+        seed=3,
+        greedy=True,  # the twin samples with numpy, the agent with TensorFlow: the modes agree
+    )
+    weights = _random_weights([w.shape for w in agent.get_weights()], seed=4)
+    for actor in (twin_actor, agent_actor):
+        actor.set_weights(weights, version=1)
+    for _ in range(30):  # 600 steps: episodes end and states reset
+        (a, _), (b, _) = twin_actor.unroll(), agent_actor.unroll()
+        np.testing.assert_array_equal(a.actions, b.actions)
+        np.testing.assert_allclose(a.behaviour_logits, b.behaviour_logits, atol=1e-5)
+        np.testing.assert_allclose(a.truncation_values, b.truncation_values, atol=1e-5)
+        for mine, theirs in zip(a.initial_state, b.initial_state, strict=True):
+            np.testing.assert_allclose(mine, theirs, atol=1e-5)
 
 
 def _default_plan(**keys):
@@ -102,7 +175,7 @@ def test_an_actor_with_the_twin_has_no_weights_until_it_is_given_them():
     "factory",
     [
         make_agent(observation_shape=[10, 10, 4], num_actions=3),  # a CNN
-        make_agent(observation_shape=[84, 84, 4], num_actions=3, use_lstm=True),
+        make_agent(observation_shape=[84, 84, 4], num_actions=3, use_lstm=True),  # a CNN's
         _default_plan(popart=True).agent_factory,  # PopArt's head
         lambda: None,  # a user's
     ],
