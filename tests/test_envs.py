@@ -108,6 +108,33 @@ def test_an_env_whose_extra_is_missing_says_which_extra_to_install(
         assert str(error.value) == expected
 
 
+@pytest.mark.parametrize(
+    "env_id, observations, actions",
+    [
+        ("HalfCheetah-v5", (17,), 6),
+        ("LunarLanderContinuous-v3", (8,), 2),
+        ("MiniGrid-DoorKey-5x5-v0", (7, 7, 21), 7),
+    ],
+)
+def test_each_extras_envs_build_and_step_with_what_the_extra_installs(
+    env_id, observations, actions
+):
+    # A fresh `make venv` installs the extras: an env that imports a package none of them
+    # names (gymnasium's MuJoCo envs need imageio) fails here, not in a user's first run.
+    keys = ("image",) if env_id.startswith("MiniGrid") else None
+    spec = describe_env(env_id, observation_keys=keys)
+    assert spec.observation_shape == observations
+    assert spec.action_distribution.action_shape in ((), (actions,))
+    env = make_vector_env(env_id, num_envs=2, seed=0, observation_keys=keys)
+    try:
+        env.reset()
+        env.action_space.seed(0)
+        obs, *_ = env.step(env.action_space.sample())
+        assert obs.shape == (2, *observations)
+    finally:
+        env.close()
+
+
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Acrobot-v1", "CliffWalking-v1"])
 def test_max_episode_steps_replaces_the_registered_time_limit(env_id):
     """CartPole's 500 and Acrobot's 500 become 7; CliffWalking, registered with no limit, gets
