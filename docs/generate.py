@@ -575,9 +575,9 @@ def results_page() -> str:
         "acting through its numpy twin). The Gaussian rows have the same torso (the built-in "
         "MLP of the default sizes, with the settings the auto rules switch on for continuous "
         "actions turned off): the policy head, its distribution and the observation's width "
-        "differ. The compiled-call rows act "
-        "through one TensorFlow call per step, as a user's agent without a `host_step` does "
-        "([custom agents](guide/custom-agents.md)), and an agent with memory.\n\n"
+        "differ. A compiled-call row acts through one TensorFlow call per step, as a user's "
+        "agent without a `host_step` does ([custom agents](guide/custom-agents.md)); the MLP "
+        "with an LSTM core acts through its numpy twin, its state carried by the actor.\n\n"
     )
     out.append(policy_cost_section())
     out.append("\n")
