@@ -74,6 +74,11 @@ def test_demo_trains_replicated_and_matches_one_device():
         (["train", "--discount", "1.5"], "bad discount 1.5: must be in [0, 1]"),
         (["train", "--logdir", "{tmp}/file.txt/run"], "cannot be created"),
         (["plot", "/"], "/ is not a run directory"),
+        (["plot", "{tmp}", "/"], "is not a run directory: no metrics.jsonl in it"),
+        (
+            ["plot", "/", "--out", "{tmp}/missing/x.png"],
+            "bad --out '{tmp}/missing/x.png': no folder",
+        ),
         (
             ["train", "--sticky-actions", "1"],
             "argument --sticky-actions: expected a probability in [0, 1), got 1",
@@ -135,6 +140,7 @@ def test_demo_trains_replicated_and_matches_one_device():
 def test_train_and_plot_misuse_exit_2(args, message, tmp_path, capsys):
     (tmp_path / "file.txt").write_text("not a directory")
     last = refused_in_process([a.replace("{tmp}", str(tmp_path)) for a in args], capsys)
+    message = message.replace("{tmp}", str(tmp_path))
     assert last.startswith("impala-rep") and message in last, last
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt"]  # nothing written
 

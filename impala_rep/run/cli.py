@@ -8,6 +8,7 @@ values and config objects. The `train` flags are the config's fields
 from __future__ import annotations
 
 import argparse
+import pathlib
 import sys
 
 # TensorFlow-, gymnasium- and Ray-free: `--help` and misuse stay fast.
@@ -118,8 +119,22 @@ def build_parser(
         "train", help="train an IMPALA agent (on Ray, or in this process with --launcher local)"
     )
     _add_train_arguments(train, preset, env, explicit_only=explicit_only)
-    plot = commands.add_parser("plot", help="write PNG plots of a run's metrics")
-    plot.add_argument("logdir", help="a run directory written by `impala-rep train --logdir`")
+    plot = commands.add_parser(
+        "plot", help="write PNG plots of a run's metrics, or one figure comparing several runs"
+    )
+    plot.add_argument(
+        "logdirs",
+        nargs="+",
+        metavar="LOGDIR",
+        help="run directories written by `impala-rep train --logdir`; one: its return.png and "
+        "throughput.png in it; several: one figure, runs that differ only in their seed drawn "
+        "as their mean and range",
+    )
+    plot.add_argument(
+        "--out",
+        metavar="PNG",
+        help="the figure comparing the runs (default: comparison.png beside the first run)",
+    )
     _add_evaluate_arguments(
         commands.add_parser(
             "evaluate",
@@ -256,10 +271,14 @@ def main(argv: list[str] | None = None) -> int:
             return exit_code(stop.signum)
         return EXIT_DONE
     if args.command == "plot":
-        from impala_rep.run.plotting import plot_run
+        from impala_rep.run.plotting import plot_run, plot_runs
 
         try:
-            paths = plot_run(args.logdir)
+            if len(args.logdirs) == 1 and args.out is None:
+                paths = plot_run(args.logdirs[0])
+            else:
+                first = pathlib.Path(args.logdirs[0]).absolute()
+                paths = [plot_runs(args.logdirs, out=args.out or first.parent / "comparison.png")]
         except ValueError as err:
             parser.error(str(err))
         for path in paths:

@@ -1,12 +1,20 @@
-"""`impala-rep plot LOGDIR`: PNG plots of a run's metrics.jsonl."""
+"""`impala-rep plot LOGDIR [LOGDIR ...]`: PNG plots of a run's metrics.jsonl, or one figure
+comparing several runs, seeds of one setting as their mean and range."""
 
 from __future__ import annotations
 
+import json
+import os
 import pathlib
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
 
 from impala_rep.run.run_log import read_metrics
 
-__all__ = ["plot_run", "cumulative_wall_s"]
+__all__ = ["plot_run", "plot_runs", "group_runs", "mean_and_range", "cumulative_wall_s"]
 
 
 def cumulative_wall_s(records: list[dict]) -> list[float]:
@@ -67,3 +75,115 @@ def plot_run(logdir: str) -> list[pathlib.Path]:
     fig.savefig(throughput_png, dpi=100)
     plt.close(fig)
     return [return_png, throughput_png]
+
+
+# Settings that tell nothing about what a run learns: runs differing only in these are seeds
+# of one setting.
+_NOT_A_SETTING = ("run.seed", "run.logdir")
+
+
+def settings_of(logdir: str | os.PathLike) -> dict[str, Any]:
+    """A run's config.json as `{"section.key": value}`; {} for a run without one."""
+    path = pathlib.Path(logdir) / "config.json"
+    if not path.is_file():
+        return {}
+    flat = {}
+    for section, values in json.loads(path.read_text()).items():
+        if isinstance(values, dict):
+            flat.update({f"{section}.{key}": value for key, value in values.items()})
+        else:  # the flat config.json of earlier versions
+            flat[section] = values
+    return flat
+
+
+def group_runs(logdirs: Sequence[str]) -> dict[str, list[str]]:
+    """`logdirs` grouped by setting, `{label: [logdir, ...]}` in the order given: runs that
+    differ only in their seed form one group, labelled by the settings that tell the groups
+    apart (`key=value`, keys without their section), or by the env where none does."""
+    settings = [
+        {k: v for k, v in settings_of(d).items() if k not in _NOT_A_SETTING} for d in logdirs
+    ]
+    keys = sorted({k for s in settings for k in s})
+    differing = [k for k in keys if len({json.dumps(s.get(k)) for s in settings}) > 1]
+    groups: dict[str, list[str]] = {}
+    for logdir, setting in zip(logdirs, settings, strict=True):
+        parts = [f"{k.rsplit('.', 1)[-1]}={_short(setting.get(k))}" for k in differing]
+        label = ", ".join(parts) or str(setting.get("env.id", pathlib.Path(logdir).name))
+        groups.setdefault(label, []).append(logdir)
+    return groups
+
+
+def _short(value: Any) -> Any:
+    """A file path's last part (an --agent or --env file), anything else as it is."""
+    return value.rsplit("/", 1)[-1] if isinstance(value, str) else value
+
+
+def mean_and_range(
+    curves: Sequence[tuple[Sequence[float], Sequence[float]]], grid: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Curves `(x, y)` (x increasing; NaN where y is unknown) on the points of `grid`, linearly
+    interpolated: their mean, minimum and maximum at each point. A point beyond a curve's own
+    x, or where it has no value yet, counts no value for it (NaN where no curve has one)."""
+    values = np.full((len(curves), len(grid)), np.nan)
+    for row, (x, y) in zip(values, curves, strict=True):
+        x, y = np.asarray(x, float), np.asarray(y, float)
+        known = ~np.isnan(y)
+        if known.sum() == 0:
+            continue
+        inside = (grid >= x[known][0]) & (grid <= x[known][-1])
+        row[inside] = np.interp(grid[inside], x[known], y[known])
+    with warnings.catch_warnings():  # all-NaN columns: NaN is the answer there
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(values, 0), np.nanmin(values, 0), np.nanmax(values, 0)
+
+
+def plot_runs(logdirs: Sequence[str], *, out: str | os.PathLike) -> pathlib.Path:
+    """One figure of several runs, `out` (a PNG): mean return vs frames and vs wall time, each
+    setting (`group_runs`) a line, the mean over its seeds with their range shaded. ValueError,
+    with nothing written, for a run with no records or an `out` whose folder is not there."""
+    out = pathlib.Path(out)
+    if not out.parent.is_dir():
+        raise ValueError(f"bad --out {str(out)!r}: no folder {str(out.parent)!r} to write it in")
+    runs = {}
+    for logdir in logdirs:
+        records = read_metrics(logdir)
+        if not records:
+            raise ValueError(f"{logdir}/metrics.jsonl has no records yet")
+        runs[logdir] = records
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (by_frames, by_time) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for label, members in group_runs(list(logdirs)).items():
+        returns = [
+            [
+                r["episode_return_mean"] if r["episode_return_mean"] is not None else np.nan
+                for r in runs[d]
+            ]
+            for d in members
+        ]
+        seeds = f" ({len(members)} seeds)" if len(members) > 1 else ""
+        for ax, xs in (
+            (by_frames, [[r["frames"] for r in runs[d]] for d in members]),
+            (by_time, [cumulative_wall_s(runs[d]) for d in members]),
+        ):
+            grid = np.linspace(0, max(x[-1] for x in xs), 200)
+            mean, low, high = mean_and_range(list(zip(xs, returns, strict=True)), grid)
+            (line,) = ax.plot(grid, mean, label=label + seeds)
+            if len(members) > 1:
+                ax.fill_between(grid, low, high, color=line.get_color(), alpha=0.2)
+    by_frames.set(xlabel="env frames", ylabel="mean return (last 100 episodes)")
+    by_frames.set_title("Return vs frames")
+    by_time.set(xlabel="wall time (s, resumed sessions added up)", ylabel="mean return")
+    by_time.set_title("Return vs wall time")
+    for ax in (by_frames, by_time):
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    # Under both axes: a label names every setting that differs, and can be long.
+    handles, labels = by_frames.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize="small")
+    fig.savefig(out, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return out
