@@ -1,7 +1,7 @@
 """The actor: steps `E` environments with a copy of the policy and records unrolls.
 
 Ray-free: `actors/ray_actor.py` wraps it in a process. It acts through a policy:
-numpy (`actors/host_policy.py`) for a feed-forward agent with a `host_step`,
+numpy (`actors/host_policy.py`) for an agent with a `host_step`,
 else one compiled call per step (`actors/compiled_policy.py`, the only part that
 imports TensorFlow). Shapes follow the
 package convention (see `impala_rep`): `T` unroll length, `E` number of
@@ -263,8 +263,8 @@ def _policy_for(
     greedy: bool,
     distribution: Any,
 ) -> Any:
-    """The numpy policy for an acting twin or a feed-forward agent with a `host_step`,
-    else the compiled one (which imports TensorFlow)."""
+    """The numpy policy for an acting twin or an agent with a `host_step` (a recurrent one's
+    takes and returns its state), else the compiled one (which imports TensorFlow)."""
     host_step = getattr(agent, "host_step", None)
     if getattr(agent, "is_acting_twin", False):  # no variables: weights come with set_weights
         initial_state = getattr(agent, "initial_state", None)

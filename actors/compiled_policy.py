@@ -1,7 +1,7 @@
 """An actor's policy as one compiled TensorFlow call per step: any agent, recurrent ones too.
 
-`actors/host_policy.py` is the numpy kind, with the same methods, for feed-forward
-agents with a `host_step`.
+`actors/host_policy.py` is the numpy kind, with the same methods, for agents with a
+`host_step` (recurrent ones carry their state in numpy there).
 """
 
 from __future__ import annotations

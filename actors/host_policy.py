@@ -128,7 +128,9 @@ def _map(fn: Callable[..., Any], *nests: Any) -> Any:
     if isinstance(first, dict):
         return {key: _map(fn, *(n[key] for n in nests)) for key in first}
     if isinstance(first, (tuple, list)):
-        return type(first)(_map(fn, *parts) for parts in zip(*nests, strict=True))
+        mapped = [_map(fn, *parts) for parts in zip(*nests, strict=True)]
+        # A namedtuple (an LSTM state tuple) takes its fields as arguments.
+        return type(first)(*mapped) if hasattr(first, "_fields") else type(first)(mapped)
     return fn(*nests)
 
 

@@ -71,9 +71,11 @@ class Agent(Protocol):
 
     # Optional: `host_step(weights, inputs)`, `step` of a feed-forward agent (initial state
     # `()`) in numpy, with `weights` a `get_weights` list and numpy inputs `[B, ...]`;
-    # returns an `AgentOutput` of numpy arrays. Actors act with it instead of a compiled
-    # `step` (`actors/actor.py`): for a small network a TensorFlow call's fixed cost is
-    # most of the step.
+    # returns an `AgentOutput` of numpy arrays. A recurrent agent's is `host_step(weights,
+    # inputs, state) -> (AgentOutput, state)`, its state numpy, reset where `inputs.first`
+    # as `step` resets it. Actors act with it instead of a compiled `step`
+    # (`actors/actor.py`): for a small network a TensorFlow call's fixed cost is most of
+    # the step.
 
 
 def layer_variables(layers: Sequence[tf.keras.layers.Layer]) -> list[tf.Variable]:

@@ -34,7 +34,8 @@ class AgentBuilder:
 
     `build()` returns a new, unbuilt agent; `twin()`, where given, an object with
     `is_acting_twin`, `num_actions`, `weight_shapes(observation_shape)` and `host_step` that
-    takes the agent's weights and acts exactly as it does, in numpy."""
+    takes the agent's weights and acts exactly as it does, in numpy (a recurrent twin has
+    `initial_state` too, and its `host_step` takes and returns the state)."""
 
     build: Callable[[], Any]
     twin: Callable[[], Any] | None = None
@@ -164,11 +165,7 @@ def make_agent(
             f"network={network!r} needs image observations [H, W, C], got shape "
             f"{shape}; use 'mlp' for vectors"
         )
-    if network == "shallow" and min(shape[:2]) < SHALLOW_MIN_IMAGE_SIZE:
-        raise ValueError(
-            f"network='shallow' needs images of at least {SHALLOW_MIN_IMAGE_SIZE}x"
-            f"{SHALLOW_MIN_IMAGE_SIZE}, got shape {shape}; use 'minatar' or 'deep'"
-        )
+    _check_shallow_fits(network, min(shape[:2]), shape)
     return AgentBuilder(
         build=functools.partial(
             _network,
@@ -190,6 +187,15 @@ def acting_agent(factory: Callable[[], Any]) -> Any | None:
     return None if twin is None else twin()
 
 
+def _check_shallow_fits(network: str, smallest: int, shape: Any) -> None:
+    """ValueError if `network` is the shallow CNN and an image's side (`smallest`) is too small."""
+    if network == "shallow" and smallest < SHALLOW_MIN_IMAGE_SIZE:
+        raise ValueError(
+            f"network='shallow' needs images of at least {SHALLOW_MIN_IMAGE_SIZE}x"
+            f"{SHALLOW_MIN_IMAGE_SIZE}, got shape {shape}; use 'minatar' or 'deep'"
+        )
+
+
 def _nest_agent(
     shape: dict[str, tuple[int, ...]], *, network: str, separate_value_network: bool, **settings
 ) -> AgentBuilder:
@@ -208,11 +214,7 @@ def _nest_agent(
             f"network='mlp' takes vectors; observations with images ({sorted(images)}) go to "
             f"{_IMAGE_NETWORKS}, one per image"
         )
-    if network == "shallow" and smallest < SHALLOW_MIN_IMAGE_SIZE:
-        raise ValueError(
-            f"network='shallow' needs images of at least {SHALLOW_MIN_IMAGE_SIZE}x"
-            f"{SHALLOW_MIN_IMAGE_SIZE}, got shape {shape}; use 'minatar' or 'deep'"
-        )
+    _check_shallow_fits(network, smallest, shape)
     if separate_value_network:
         raise ValueError(
             "separate_value_network applies to the feed-forward MLP (vector observations, "

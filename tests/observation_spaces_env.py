@@ -26,16 +26,12 @@ class TextObservation(gymnasium.ObservationWrapper):
         return "cartpole"
 
 
-class MixedObservation(gymnasium.Wrapper):
+class _CountingSteps(gymnasium.Wrapper):
+    """CartPole whose observations (`_observation(state)`) may show the steps into the episode."""
+
     def __init__(self):
         super().__init__(gymnasium.make("CartPole-v1"))
-        self.observation_space = gymnasium.spaces.Dict(
-            {"state": self.env.observation_space, "phase": gymnasium.spaces.MultiDiscrete([2, 3])}
-        )
         self._steps = 0
-
-    def _observation(self, state):
-        return {"state": state, "phase": np.array([self._steps % 2, self._steps % 3])}
 
     def reset(self, **kwargs):
         self._steps = 0
@@ -48,9 +44,20 @@ class MixedObservation(gymnasium.Wrapper):
         return self._observation(state), reward, terminated, truncated, info
 
 
-class GridObservation(gymnasium.Wrapper):
+class MixedObservation(_CountingSteps):
     def __init__(self):
-        super().__init__(gymnasium.make("CartPole-v1"))
+        super().__init__()
+        self.observation_space = gymnasium.spaces.Dict(
+            {"state": self.env.observation_space, "phase": gymnasium.spaces.MultiDiscrete([2, 3])}
+        )
+
+    def _observation(self, state):
+        return {"state": state, "phase": np.array([self._steps % 2, self._steps % 3])}
+
+
+class GridObservation(_CountingSteps):
+    def __init__(self):
+        super().__init__()
         self.observation_space = gymnasium.spaces.Dict(
             {
                 "image": gymnasium.spaces.Box(0, 255, (5, 5, 3), np.uint8),
@@ -58,43 +65,21 @@ class GridObservation(gymnasium.Wrapper):
                 "mission": gymnasium.spaces.Text(max_length=16),
             }
         )
-        self._steps = 0
 
-    def _observation(self):
+    def _observation(self, state):
         image = np.full((5, 5, 3), self._steps % 11, np.uint8)
         return {"image": image, "direction": self._steps % 4, "mission": "balancethepole"}
 
-    def reset(self, **kwargs):
-        self._steps = 0
-        _, info = self.env.reset(**kwargs)
-        return self._observation(), info
 
-    def step(self, action):
-        self._steps += 1
-        _, reward, terminated, truncated, info = self.env.step(action)
-        return self._observation(), reward, terminated, truncated, info
-
-
-class PixelsAndState(gymnasium.Wrapper):
+class PixelsAndState(_CountingSteps):
     def __init__(self):
-        super().__init__(gymnasium.make("CartPole-v1"))
+        super().__init__()
         self.observation_space = gymnasium.spaces.Tuple(
             (gymnasium.spaces.Box(0, 1, (4, 4, 2), np.bool_), self.env.observation_space)
         )
-        self._steps = 0
 
     def _observation(self, state):
         return np.full((4, 4, 2), self._steps % 2 == 1), state
-
-    def reset(self, **kwargs):
-        self._steps = 0
-        state, info = self.env.reset(**kwargs)
-        return self._observation(state), info
-
-    def step(self, action):
-        self._steps += 1
-        state, reward, terminated, truncated, info = self.env.step(action)
-        return self._observation(state), reward, terminated, truncated, info
 
 
 class WideIntegerPixels(gymnasium.ObservationWrapper):

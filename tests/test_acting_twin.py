@@ -77,8 +77,9 @@ def test_the_lstm_twin_is_the_agents_step_through_episode_starts(distribution):
     rng = np.random.default_rng(3)
     state, twin_state = agent.initial_state(5), twin.initial_state(5)
     for t in range(6):
-        first = np.zeros(5, bool) if t else np.ones(5, bool)
-        first[t % 5] = t == 4  # one env starts a new episode mid-way
+        # All start at t=0; then env 4 at t=2 and envs 1 and 3 at t=4, their states not 0.
+        first = np.full(5, t == 0)
+        first[{2: [4], 4: [1, 3]}.get(t, [])] = True
         previous = actions.sample(rng.normal(size=(5, actions.num_params)), rng)
         inputs = AgentInputs(
             rng.normal(size=(5, 3)).astype(np.float32),
@@ -96,32 +97,38 @@ def test_the_lstm_twin_is_the_agents_step_through_episode_starts(distribution):
 
 def test_an_actor_with_the_lstm_twin_plays_as_one_with_the_agent():
     plan = _default_plan(use_lstm=True)
-    config = plan.config
     agent = plan.agent_factory()
-    agent_actor = Actor(
-        env=make_vector_env("CartPole-v1", num_envs=8, seed=3),
-        agent=agent,
-        unroll_length=config.actors.unroll_length,
-        seed=3,
-        greedy=True,
-    )
-    twin_actor = Actor(
-        env=make_vector_env("CartPole-v1", num_envs=8, seed=3),
-        agent=acting_agent(plan.agent_factory),
-        unroll_length=config.actors.unroll_length,
-        seed=3,
-        greedy=True,  # the twin samples with numpy, the agent with TensorFlow: the modes agree
+    # The twin samples with numpy, the agent with TensorFlow: greedy, their modes agree. A
+    # 9-step limit cuts episodes, whose last observations are valued from the state.
+    twin_actor, agent_actor = (
+        _cartpole_actor(plan, a, greedy=True, max_episode_steps=9)
+        for a in (acting_agent(plan.agent_factory), agent)
     )
     weights = _random_weights([w.shape for w in agent.get_weights()], seed=4)
     for actor in (twin_actor, agent_actor):
         actor.set_weights(weights, version=1)
-    for _ in range(30):  # 600 steps: episodes end and states reset
+    cut = 0
+    for _ in range(5):  # 100 steps: episodes end, are cut, and states reset
         (a, _), (b, _) = twin_actor.unroll(), agent_actor.unroll()
         np.testing.assert_array_equal(a.actions, b.actions)
         np.testing.assert_allclose(a.behaviour_logits, b.behaviour_logits, atol=1e-5)
         np.testing.assert_allclose(a.truncation_values, b.truncation_values, atol=1e-5)
         for mine, theirs in zip(a.initial_state, b.initial_state, strict=True):
             np.testing.assert_allclose(mine, theirs, atol=1e-5)
+        cut += int((b.truncation_values != 0).sum())
+    assert cut > 0
+
+
+def _cartpole_actor(plan, agent, *, max_episode_steps=None, **kwargs):
+    """An actor of `agent` on the plan's CartPole envs, seeded as every test here seeds it."""
+    config = plan.config
+    return Actor(
+        env=make_vector_env("CartPole-v1", num_envs=8, seed=3, max_episode_steps=max_episode_steps),
+        agent=agent,
+        unroll_length=config.actors.unroll_length,
+        seed=3,
+        **kwargs,
+    )
 
 
 def _default_plan(**keys):
@@ -139,12 +146,8 @@ def test_an_actor_with_the_twin_plays_as_one_with_the_agent():
         return_discount=actor_return_discount(extensions_for(config.loss)),
     )
     agent = plan.agent_factory()
-    agent_actor = Actor(
-        env=make_vector_env("CartPole-v1", num_envs=8, seed=3),
-        agent=agent,
-        unroll_length=config.actors.unroll_length,
-        seed=3,
-        return_discount=actor_return_discount(extensions_for(config.loss)),
+    agent_actor = _cartpole_actor(
+        plan, agent, return_discount=actor_return_discount(extensions_for(config.loss))
     )
     weights = _random_weights([w.shape for w in agent.get_weights()], seed=4)
     for actor in (twin_actor, agent_actor):
@@ -186,10 +189,11 @@ def test_agents_without_a_twin_are_built(factory):
 
 
 @pytest.mark.launches
-def test_the_default_actor_process_imports_no_tensorflow():
+@pytest.mark.parametrize("keys", [{}, {"use_lstm": True}], ids=["mlp", "mlp-lstm"])
+def test_the_default_actor_process_imports_no_tensorflow(keys):
     """As under Ray: the driver pickles the run's plan, a fresh process unpickles it, imports
     the Ray actor's module and builds and runs the actor."""
-    plan = _default_plan()
+    plan = _default_plan(**keys)
     code = """
 import pickle, sys
 import numpy as np

@@ -158,3 +158,29 @@ def test_the_last_report_past_the_total_reads_as_done():
     assert line.startswith("[100.0%] frames     20,480/20,000") and line.rstrip().endswith(
         "ETA     0s"
     )
+
+
+def test_the_summary_gives_a_resumed_runs_speed_of_the_frames_its_command_trained():
+    from impala_rep.config import TrainConfig
+    from impala_rep.run.monitor import TrainResult, _summary_table
+
+    config = TrainConfig.from_keys({"env": "CartPole-v1"})
+
+    def rows(frames_at_start):
+        result = TrainResult(
+            frames=50_000,
+            wall_s=10.0,
+            learner_steps=1,
+            episodes=1,
+            episode_return_mean=None,
+            records=[],
+            frames_at_start=frames_at_start,
+        )
+        table = _summary_table(result, config)
+        return dict(line.strip().split("  ", 1) for line in table.splitlines())
+
+    fresh, resumed = rows(0), rows(40_000)
+    assert fresh["frames / s (overall)"].strip() == "5,000"
+    assert resumed["frames / s (this command)"].strip() == "1,000"  # 10k frames in 10 s
+    assert resumed["wall time (this command)"].strip() == "10.0 s"
+    assert resumed["env frames (learner-consumed)"].strip() == "50,000"

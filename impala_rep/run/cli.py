@@ -123,7 +123,7 @@ def build_parser(
         "plot", help="write PNG plots of a run's metrics, or one figure comparing several runs"
     )
     plot.add_argument(
-        "logdirs",
+        "logdir",  # a list: one or more (the reference's row and the usage name it alike)
         nargs="+",
         metavar="LOGDIR",
         help="run directories written by `impala-rep train --logdir`; one: its return.png and "
@@ -274,11 +274,11 @@ def main(argv: list[str] | None = None) -> int:
         from impala_rep.run.plotting import plot_run, plot_runs
 
         try:
-            if len(args.logdirs) == 1 and args.out is None:
-                paths = plot_run(args.logdirs[0])
+            if len(args.logdir) == 1 and args.out is None:
+                paths = plot_run(args.logdir[0])
             else:
-                first = pathlib.Path(args.logdirs[0]).absolute()
-                paths = [plot_runs(args.logdirs, out=args.out or first.parent / "comparison.png")]
+                first = pathlib.Path(args.logdir[0]).resolve()
+                paths = [plot_runs(args.logdir, out=args.out or first.parent / "comparison.png")]
         except ValueError as err:
             parser.error(str(err))
         for path in paths:

@@ -128,7 +128,9 @@ class Monitor:
                 file=self._out,
             )
         self.last_checkpoint = first.last_checkpoint
-        self._frames_at_start = self._skip * first.frames_consumed
+        # A fresh run's learner may have trained on a batch by its first report (the actors
+        # start before it): only a restored run's frames are another command's.
+        self._frames_at_start = 0 if restored_from is None else self._skip * first.frames_consumed
         self._last = {
             "t": time.monotonic(),
             "produced": self._skip * first.frames_produced,

@@ -77,9 +77,22 @@ def plot_run(logdir: str) -> list[pathlib.Path]:
     return [return_png, throughput_png]
 
 
-# Settings that tell nothing about what a run learns: runs differing only in these are seeds
-# of one setting.
-_NOT_A_SETTING = ("run.seed", "run.logdir")
+# Settings that tell nothing about what a run learns (where it ran, how it reported and kept
+# checkpoints, how it is supervised): runs differing only in these are seeds of one setting.
+_NOT_A_SETTING = (
+    "run.seed",
+    "run.logdir",
+    "run.launcher",
+    "run.ray_address",
+    "run.report_every_s",
+    "run.verbose",
+    "run.learner_process",
+    "learner.checkpoint_every_s",
+    "learner.xla_cache",
+    "learner.loss_grad_norms",
+    "actors.max_actor_failures",
+    "actors.actor_timeout_s",
+)
 
 
 def settings_of(logdir: str | os.PathLike) -> dict[str, Any]:
@@ -144,6 +157,8 @@ def plot_runs(logdirs: Sequence[str], *, out: str | os.PathLike) -> pathlib.Path
     out = pathlib.Path(out)
     if not out.parent.is_dir():
         raise ValueError(f"bad --out {str(out)!r}: no folder {str(out.parent)!r} to write it in")
+    if out.is_dir():
+        raise ValueError(f"bad --out {str(out)!r}: a folder; name the PNG file to write")
     runs = {}
     for logdir in logdirs:
         records = read_metrics(logdir)
@@ -169,7 +184,8 @@ def plot_runs(logdirs: Sequence[str], *, out: str | os.PathLike) -> pathlib.Path
             (by_frames, [[r["frames"] for r in runs[d]] for d in members]),
             (by_time, [cumulative_wall_s(runs[d]) for d in members]),
         ):
-            grid = np.linspace(0, max(x[-1] for x in xs), 200)
+            # Up to where the shortest seed ends: past it, a mean of fewer seeds would jump.
+            grid = np.linspace(0, min(x[-1] for x in xs), 200)
             mean, low, high = mean_and_range(list(zip(xs, returns, strict=True)), grid)
             (line,) = ax.plot(grid, mean, label=label + seeds)
             if len(members) > 1:
