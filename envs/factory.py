@@ -428,12 +428,16 @@ def make_vector_env(
     episodic_life: bool = False,
     max_episode_steps: int | None = None,
     observation_keys: tuple[str, ...] | None = None,
+    frames: list | None = None,
 ) -> gymnasium.vector.VectorEnv:
     """A SAME_STEP-autoreset vector env of `num_envs` copies of `env_id`, seeded.
 
     `sticky_actions`, `episodic_life` and `max_episode_steps`: see "Env options" in
     the module docstring; ValueError (from `check_env_options`) where they do not apply.
     `observation_keys`: as `describe_env` takes them.
+    `frames`: a list that sub-env 0's rendered frames (`render_mode="rgb_array"`, uint8
+    `[H, W, 3]`) of its first episode are appended to, its first observation's included
+    (`FirstEpisodeFrames`); gymnasium ids only, ValueError for an env that cannot render.
 
     Observations come batched `[num_envs, *obs_shape]`; actions are `[num_envs]`
     integers. The env is already reset with `reset(seed=seed)` (sync envs seed
@@ -452,6 +456,11 @@ def make_vector_env(
         observation_keys=observation_keys,
     )
     _check_env_id(env_id)
+    if frames is not None and _has_own_pipeline(env_id):
+        raise ValueError(
+            f"environment {env_id!r} cannot render a video: Atari and MinAtar ids play in "
+            "vector envs of their own, which draw no frames; gymnasium's other ids can"
+        )
     if atari.is_atari_id(env_id):
         # Already reset with `seed` (sub-env i gets seed + i).
         return atari.make_atari_vector_env(
@@ -476,6 +485,7 @@ def make_vector_env(
             _agent_observations, env_id=env_id, observation_keys=observation_keys
         ),
         keeps_keys=observation_keys is not None,
+        frames=frames,
     )
     try:
         _actions(env_id, env.single_action_space)
@@ -528,9 +538,15 @@ def _make_same_step_vector_env(
     max_episode_steps: int | None,
     observations: Callable[[gymnasium.Env], gymnasium.Env],
     keeps_keys: bool,
+    frames: list | None = None,
 ) -> gymnasium.vector.VectorEnv:
     # Why CartPole-v1 has its own class and not always the vector entry point:
-    # see the module docstring.
+    # see the module docstring. Frames to record: gymnasium's own envs render them.
+    if frames is not None:
+        return _recorded_vector_env(
+            env_id, num_envs=num_envs, max_episode_steps=max_episode_steps,
+            observations=observations, frames=frames,
+        )  # fmt: skip
     if env_id == "CartPole-v1":
         limit = max_episode_steps or gymnasium.spec(env_id).max_episode_steps
         return CartPoleSameStepVectorEnv(num_envs=num_envs, max_episode_steps=limit)
@@ -559,6 +575,70 @@ def _make_same_step_vector_env(
         wrappers=[observations],
         **limit,
     )
+
+
+def _recorded_vector_env(
+    env_id: str,
+    *,
+    num_envs: int,
+    max_episode_steps: int | None,
+    observations: Callable[[gymnasium.Env], gymnasium.Env],
+    frames: list,
+) -> gymnasium.vector.VectorEnv:
+    """A SAME_STEP sync vector env whose sub-env 0 renders its first episode into `frames`."""
+    limit = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
+    made = []
+
+    def recorded(env: gymnasium.Env) -> gymnasium.Env:
+        env = observations(env)
+        made.append(env)
+        return FirstEpisodeFrames(env, frames) if len(made) == 1 else env
+
+    try:
+        env = gymnasium.make_vec(
+            env_id,
+            num_envs=num_envs,
+            vectorization_mode="sync",
+            vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+            wrappers=[recorded],
+            render_mode="rgb_array",
+            **limit,
+        )
+    except TypeError as err:  # an env class that takes no render_mode
+        raise ValueError(
+            f"environment {env_id!r} cannot render a video: {_first_line(err)}"
+        ) from None
+    if "rgb_array" not in made[0].metadata.get("render_modes", ()):
+        env.close()
+        raise ValueError(
+            f"environment {env_id!r} cannot render a video: it has no 'rgb_array' render mode"
+        )
+    return env
+
+
+class FirstEpisodeFrames(gymnasium.Wrapper):
+    """Appends the env's rendered frame to `frames` at its first reset and after each step of
+    its first episode; the episodes after it are not drawn (rendering costs more than a step)."""
+
+    def __init__(self, env: gymnasium.Env, frames: list):
+        super().__init__(env)
+        self._frames = frames
+        self._recording = True
+        self._stepped = False
+
+    def reset(self, **kwargs):
+        result = self.env.reset(**kwargs)
+        if self._recording and not self._stepped:  # a reset before any step starts it again
+            self._frames[:] = [np.asarray(self.env.render())]
+        return result
+
+    def step(self, action):
+        result = self.env.step(action)
+        self._stepped = True
+        if self._recording:
+            self._frames.append(np.asarray(self.env.render()))
+            self._recording = not (result[2] or result[3])
+        return result
 
 
 # The ids minigrid registers when imported (gymnasium does not know them before).

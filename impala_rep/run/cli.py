@@ -190,6 +190,13 @@ def _add_evaluate_arguments(evaluate: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="also write the episodes' returns and lengths to FILE as JSON",
     )
+    evaluate.add_argument(
+        "--video",
+        metavar="GIF",
+        help="also write the first episode, as the env draws it, to this .gif (its return "
+        "in the file's comment); the episodes are then played on one env; gymnasium ids "
+        "only, not Atari or MinAtar",
+    )
 
 
 def _preset_and_env(argv: list[str] | None) -> tuple[str | None, str | None]:
@@ -326,6 +333,7 @@ def _evaluate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             frame_budget=args.frame_budget,
             max_episode_steps=args.max_episode_steps,
             on_progress=progress_printer(sys.stderr),
+            video=args.video,
         )
     except EvaluationSetupError as err:  # before any episode: not a run, another agent, ...
         parser.error(str(err))
@@ -333,6 +341,8 @@ def _evaluate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         print(f"impala-rep: error: {err}", file=sys.stderr)
         return EXIT_FAILED
     print(result.summary())
+    if result.video is not None:
+        print(f"video of episode 1 (return {result.returns[0]:.2f}): {result.video}")
     if args.json is not None:
         pathlib.Path(args.json).write_text(json.dumps(result.to_json(), indent=2) + "\n")
     return EXIT_DONE

@@ -50,6 +50,7 @@ class Evaluation:
     seed: int
     returns: tuple[float, ...]
     lengths: tuple[int, ...]  # agent steps
+    video: str | None = None  # the first episode's GIF, if one was asked for
 
     @property
     def mean_return(self) -> float:
@@ -95,6 +96,7 @@ def evaluate_run(
     max_episode_steps: int | None = None,
     agent: Callable[[], Any] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    video: str | None = None,
 ) -> Evaluation:
     """Plays the newest readable checkpoint of the run in `logdir` for `episodes` episodes.
 
@@ -113,6 +115,9 @@ def evaluate_run(
       agent: the agent builder the run was trained with, when it was given to `train()`
         as an object (a run made with `--agent` or the built-in agent needs none).
       on_progress: called as `(episodes ended, episodes)` after each unroll.
+      video: a .gif path: the first episode, as the env renders it (`rgb_array`), is written
+        there (`impala_rep.run.video`); the episodes are then played on one env. gymnasium
+        ids only (Atari and MinAtar envs draw no frames).
 
     Raises:
       EvaluationSetupError: bad arguments; `logdir` is not a run with a checkpoint; the
@@ -120,6 +125,10 @@ def evaluate_run(
       FileNotFoundError: none of its checkpoints is readable.
       EvaluationIncomplete: see `frame_budget`.
     """
+    if video is not None:
+        num_envs = 1 if num_envs is None else num_envs
+        if num_envs != 1:
+            raise EvaluationSetupError(f"bad num_envs {num_envs}: a video is played on 1 env")
     num_envs = min(10, episodes) if num_envs is None and is_int(episodes) else num_envs
     for name, value in (
         ("episodes", episodes),
@@ -142,8 +151,11 @@ def evaluate_run(
     from impala_rep.run.agents import agent_factory_for
     from impala_rep.run.resume import load_run_config
     from impala_rep.run.user_code import load_env
+    from impala_rep.run.video import check_video_path, write_gif
 
     try:
+        if video is not None:
+            check_video_path(video)
         config = load_run_config(logdir, purpose="evaluate")
         load_env(config.env.id)  # a user's env id: its module registers it
         if max_episode_steps is not None:
@@ -164,14 +176,19 @@ def evaluate_run(
     from impala_rep.learner.checkpointing import CHECKPOINT_SUBDIR, restore_agent
 
     directory = f"{config.run.logdir}/{CHECKPOINT_SUBDIR}"
-    env = make_vector_env(
-        config.env.id,
-        num_envs=num_envs,
-        seed=seed,
-        sticky_actions=config.env.sticky_actions,
-        max_episode_steps=config.env.max_episode_steps,
-        observation_keys=config.env.observation_keys,
-    )
+    frames = None if video is None else []
+    try:
+        env = make_vector_env(
+            config.env.id,
+            num_envs=num_envs,
+            seed=seed,
+            sticky_actions=config.env.sticky_actions,
+            max_episode_steps=config.env.max_episode_steps,
+            observation_keys=config.env.observation_keys,
+            frames=frames,
+        )
+    except ValueError as err:  # an env that cannot render the video
+        raise EvaluationSetupError(str(err)) from None
     try:
         built = factory()
         actor = Actor(
@@ -197,6 +214,9 @@ def evaluate_run(
             "the policy may never end an episode in this env; give a larger --frame-budget, "
             "or (gymnasium ids) a time limit with --max-episode-steps"
         )
+    if video is not None:
+        fps = env.metadata.get("render_fps") or 30
+        write_gif(video, frames, fps=fps, episode_return=returns[0])
     return Evaluation(
         logdir=str(logdir),
         checkpoint=str(path),
@@ -205,6 +225,7 @@ def evaluate_run(
         seed=seed,
         returns=tuple(returns),
         lengths=tuple(lengths),
+        video=video,
     )
 
 
