@@ -76,6 +76,7 @@ from gymnasium.vector import AutoresetMode
 from impala_rep.distributions import DiagGaussian, for_action_space
 from impala_rep.envs import atari, minatar, minigrid
 from impala_rep.envs.cartpole import CartPoleSameStepVectorEnv
+from impala_rep.envs.recording import FirstEpisodeFrames
 from impala_rep.observation_nest import Shape, dtype_of, of_space, shape_of
 
 __all__ = ["EnvSpec", "check_env_options", "describe_env", "make_vector_env", "register_env"]
@@ -456,10 +457,10 @@ def make_vector_env(
         observation_keys=observation_keys,
     )
     _check_env_id(env_id)
-    if frames is not None and _has_own_pipeline(env_id):
+    if frames is not None and atari.is_atari_id(env_id):
         raise ValueError(
-            f"environment {env_id!r} cannot render a video: Atari and MinAtar ids play in "
-            "vector envs of their own, which draw no frames; gymnasium's other ids can"
+            f"environment {env_id!r} cannot render a video: Atari ids play in ale_py's "
+            "vector env, which draws no frames; gymnasium's other ids and MinAtar's can"
         )
     if atari.is_atari_id(env_id):
         # Already reset with `seed` (sub-env i gets seed + i).
@@ -473,7 +474,11 @@ def make_vector_env(
     if minatar.is_minatar_id(env_id):
         # Already reset with `seed` (sub-env i gets seed + i).
         return minatar.make_minatar_vector_env(
-            env_id, num_envs=num_envs, seed=seed, sticky_action_prob=sticky_actions
+            env_id,
+            num_envs=num_envs,
+            seed=seed,
+            sticky_action_prob=sticky_actions,
+            frames=frames,
         )
     # gymnasium.make_vec does not take the "module:EnvId" form; the module is
     # imported by now (_check_env_id), so the bare id is registered.
@@ -614,31 +619,6 @@ def _recorded_vector_env(
             f"environment {env_id!r} cannot render a video: it has no 'rgb_array' render mode"
         )
     return env
-
-
-class FirstEpisodeFrames(gymnasium.Wrapper):
-    """Appends the env's rendered frame to `frames` at its first reset and after each step of
-    its first episode; the episodes after it are not drawn (rendering costs more than a step)."""
-
-    def __init__(self, env: gymnasium.Env, frames: list):
-        super().__init__(env)
-        self._frames = frames
-        self._recording = True
-        self._stepped = False
-
-    def reset(self, **kwargs):
-        result = self.env.reset(**kwargs)
-        if self._recording and not self._stepped:  # a reset before any step starts it again
-            self._frames[:] = [np.asarray(self.env.render())]
-        return result
-
-    def step(self, action):
-        result = self.env.step(action)
-        self._stepped = True
-        if self._recording:
-            self._frames.append(np.asarray(self.env.render()))
-            self._recording = not (result[2] or result[3])
-        return result
 
 
 # The ids minigrid registers when imported (gymnasium does not know them before).

@@ -39,6 +39,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from impala_rep.config.validation import STICKY_ACTIONS_RANGE, is_sticky_probability
+from impala_rep.envs.recording import FirstEpisodeFrames
 from impala_rep.envs.seeding import NUMPY_SEED_LIMIT, first_sub_env_seed
 
 __all__ = [
@@ -77,7 +78,12 @@ def register_minatar_envs() -> None:
 
 
 def make_minatar_vector_env(
-    env_id: str, *, num_envs: int, seed: int, sticky_action_prob: float | None = None
+    env_id: str,
+    *,
+    num_envs: int,
+    seed: int,
+    sticky_action_prob: float | None = None,
+    frames: list | None = None,
 ) -> gymnasium.vector.SyncVectorEnv:
     """`num_envs` `env_id` games stepped by a SAME_STEP `SyncVectorEnv`, reset with `seed`.
 
@@ -88,7 +94,8 @@ def make_minatar_vector_env(
     takes MinAtar's default, 0.1. The env is already reset with
     `reset(seed=seed)` (sub-env i gets seed + i; seeds from 2**32 - num_envs + 1 up
     wrap, see `impala_rep.envs.seeding`), so a plain `reset()` afterwards
-    is reproducible, as `make_vector_env` promises.
+    is reproducible, as `make_vector_env` promises. `frames`: as `make_vector_env` takes it
+    (MinAtar draws `[10, 10, 3]` float colours in [0, 1]).
     """
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
@@ -99,13 +106,21 @@ def make_minatar_vector_env(
         )
     sticky = float(sticky)
     register_minatar_envs()
+    made = []
+
+    def wrapped(env: gymnasium.Env) -> gymnasium.Env:
+        env = _uint8_pixels(env)
+        made.append(env)
+        return FirstEpisodeFrames(env, frames) if frames is not None and len(made) == 1 else env
+
     env = gymnasium.make_vec(
         env_id,
         num_envs=num_envs,
         vectorization_mode="sync",
         vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
-        wrappers=[_uint8_pixels],
+        wrappers=[wrapped],
         sticky_action_prob=sticky,
+        **({} if frames is None else {"render_mode": "rgb_array"}),
     )
     env.reset(seed=first_sub_env_seed(seed, num_envs=num_envs, limit=NUMPY_SEED_LIMIT))
     return env

@@ -10,6 +10,7 @@ from in_process_cli import command_in_process
 from PIL import Image
 
 from impala_rep.envs import make_vector_env
+from impala_rep.run.video import write_gif
 
 
 def test_the_first_episode_is_drawn_frame_by_frame_then_recording_stops():
@@ -38,10 +39,28 @@ def test_the_first_episode_is_drawn_frame_by_frame_then_recording_stops():
         np.testing.assert_array_equal(got, want)
 
 
+def test_minatar_draws_its_grid_which_the_gif_enlarges_to_pixels(tmp_path):
+    frames = []
+    env = make_vector_env("MinAtar/Breakout-v1", num_envs=1, seed=0, frames=frames)
+    try:
+        env.reset()
+        for _ in range(3):
+            env.step(np.zeros(1, np.int64))
+    finally:
+        env.close()
+    assert len(frames) == 4 and frames[0].shape == (10, 10, 3)
+    write_gif(str(tmp_path / "breakout.gif"), frames, fps=10, episode_return=0.0)
+    with Image.open(tmp_path / "breakout.gif") as image:
+        assert image.size == (160, 160)  # each of the 10x10 cells a 16x16 square
+        pixels = np.asarray(image.convert("RGB"))
+    expected = np.round(frames[0] * 255).astype(np.uint8).repeat(16, 0).repeat(16, 1)
+    np.testing.assert_array_equal(pixels, expected)
+
+
 @pytest.mark.parametrize(
     "env_id, message",
     [
-        ("MinAtar/Breakout-v1", "Atari and MinAtar ids play in vector envs of their own"),
+        ("ALE/Pong-v5", "Atari ids play in ale_py's vector env, which draws no frames"),
         ("observation_spaces_env:TextObservation-v0", "cannot render a video: "),
     ],
 )

@@ -15,6 +15,9 @@ import numpy as np
 
 __all__ = ["check_video_path", "write_gif"]
 
+# Frames smaller than this (MinAtar's 10x10) are enlarged, each cell a square of pixels.
+_MIN_SIDE = 160
+
 
 def check_video_path(path: str) -> None:
     """ValueError (one line, naming it) unless `path` is a .gif file that can be written."""
@@ -37,9 +40,22 @@ def write_gif(
 
     iio.imwrite(
         path,
-        np.stack(frames),
+        np.stack([_pixels(frame) for frame in frames]),
         extension=".gif",
         duration=1000.0 / fps,  # ms a frame
         loop=0,
         comment=f"impala-rep evaluate: episode return {episode_return:.2f}",
     )
+
+
+def _pixels(frame: np.ndarray) -> np.ndarray:
+    """A rendered frame as uint8 RGB of at least `_MIN_SIDE` pixels a side: float colours in
+    [0, 1] (MinAtar's) scaled to 0-255, a small grid's cells enlarged to squares."""
+    frame = np.asarray(frame)
+    if np.issubdtype(frame.dtype, np.floating):
+        frame = np.clip(np.round(frame * 255.0), 0, 255)
+    frame = frame.astype(np.uint8)
+    scale = -(-_MIN_SIDE // min(frame.shape[:2]))
+    if scale > 1:
+        frame = frame.repeat(scale, axis=0).repeat(scale, axis=1)
+    return frame
