@@ -63,7 +63,8 @@ class Evaluation:
     def summary(self) -> str:
         """One line, as the command prints it."""
         return (
-            f"{self.logdir}: {self.policy} policy, {len(self.returns)} episodes, checkpoint "
+            f"{self.logdir}: {self.policy} policy, {len(self.returns)} "
+            f"episode{'s' if len(self.returns) != 1 else ''}, checkpoint "
             f"at {self.frames:,} frames: mean return {self.mean_return:.2f} ± "
             f"{self.std_return:.2f} (min {min(self.returns):.2f}, max {max(self.returns):.2f}"
             f"), mean length {statistics.fmean(self.lengths):.1f} steps"
