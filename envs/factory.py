@@ -76,7 +76,7 @@ from gymnasium.vector import AutoresetMode
 from impala_rep.distributions import DiagGaussian, for_action_space
 from impala_rep.envs import atari, minatar, minigrid
 from impala_rep.envs.cartpole import CartPoleSameStepVectorEnv
-from impala_rep.envs.recording import FirstEpisodeFrames
+from impala_rep.envs.recording import recording_first_sub_env
 from impala_rep.observation_nest import Shape, dtype_of, of_space, shape_of
 
 __all__ = ["EnvSpec", "check_env_options", "describe_env", "make_vector_env", "register_env"]
@@ -592,13 +592,7 @@ def _recorded_vector_env(
 ) -> gymnasium.vector.VectorEnv:
     """A SAME_STEP sync vector env whose sub-env 0 renders its first episode into `frames`."""
     limit = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
-    made = []
-
-    def recorded(env: gymnasium.Env) -> gymnasium.Env:
-        env = observations(env)
-        made.append(env)
-        return FirstEpisodeFrames(env, frames) if len(made) == 1 else env
-
+    recorded, made = recording_first_sub_env(observations, frames)
     try:
         env = gymnasium.make_vec(
             env_id,

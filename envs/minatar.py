@@ -39,7 +39,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from impala_rep.config.validation import STICKY_ACTIONS_RANGE, is_sticky_probability
-from impala_rep.envs.recording import FirstEpisodeFrames
+from impala_rep.envs.recording import recording_first_sub_env
 from impala_rep.envs.seeding import NUMPY_SEED_LIMIT, first_sub_env_seed
 
 __all__ = [
@@ -106,13 +106,7 @@ def make_minatar_vector_env(
         )
     sticky = float(sticky)
     register_minatar_envs()
-    made = []
-
-    def wrapped(env: gymnasium.Env) -> gymnasium.Env:
-        env = _uint8_pixels(env)
-        made.append(env)
-        return FirstEpisodeFrames(env, frames) if frames is not None and len(made) == 1 else env
-
+    wrapped, _ = recording_first_sub_env(_uint8_pixels, frames)
     env = gymnasium.make_vec(
         env_id,
         num_envs=num_envs,

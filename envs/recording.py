@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import gymnasium
 import numpy as np
 
-__all__ = ["FirstEpisodeFrames"]
+__all__ = ["FirstEpisodeFrames", "recording_first_sub_env"]
 
 
 class FirstEpisodeFrames(gymnasium.Wrapper):
@@ -40,3 +41,19 @@ class FirstEpisodeFrames(gymnasium.Wrapper):
             # video's writer converts them (`impala_rep.run.video`).
             warnings.simplefilter("ignore", UserWarning)
             return np.asarray(self.env.render())
+
+
+def recording_first_sub_env(
+    wrap: Callable[[gymnasium.Env], gymnasium.Env], frames: list | None
+) -> tuple[Callable[[gymnasium.Env], gymnasium.Env], list[gymnasium.Env]]:
+    """A sub-env wrapper for `gymnasium.make_vec` that applies `wrap` and, with `frames`,
+    records the first sub-env made (`FirstEpisodeFrames`); and the list of the envs `wrap`
+    returned, filled as the vector env makes them (their metadata say what they render)."""
+    made: list[gymnasium.Env] = []
+
+    def wrapper(env: gymnasium.Env) -> gymnasium.Env:
+        env = wrap(env)
+        made.append(env)
+        return FirstEpisodeFrames(env, frames) if frames is not None and len(made) == 1 else env
+
+    return wrapper, made
