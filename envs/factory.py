@@ -76,7 +76,7 @@ from gymnasium.vector import AutoresetMode
 from impala_rep.distributions import DiagGaussian, for_action_space
 from impala_rep.envs import atari, minatar, minigrid
 from impala_rep.envs.cartpole import CartPoleSameStepVectorEnv
-from impala_rep.envs.recording import recording_first_sub_env
+from impala_rep.envs.sync_vector import same_step_sync_vector_env
 from impala_rep.observation_nest import Shape, dtype_of, of_space, shape_of
 
 __all__ = ["EnvSpec", "check_env_options", "describe_env", "make_vector_env", "register_env"]
@@ -546,13 +546,9 @@ def _make_same_step_vector_env(
     frames: list | None = None,
 ) -> gymnasium.vector.VectorEnv:
     # Why CartPole-v1 has its own class and not always the vector entry point:
-    # see the module docstring. Frames to record: gymnasium's own envs render them.
-    if frames is not None:
-        return _recorded_vector_env(
-            env_id, num_envs=num_envs, max_episode_steps=max_episode_steps,
-            observations=observations, frames=frames,
-        )  # fmt: skip
-    if env_id == "CartPole-v1":
+    # see the module docstring. Frames to record: gymnasium's own envs render them, in the
+    # sync vector env below.
+    if env_id == "CartPole-v1" and frames is None:
         limit = max_episode_steps or gymnasium.spec(env_id).max_episode_steps
         return CartPoleSameStepVectorEnv(num_envs=num_envs, max_episode_steps=limit)
     # A vector entry point takes its own kwargs, not gymnasium.make's time limit nor a choice
@@ -561,6 +557,7 @@ def _make_same_step_vector_env(
         gymnasium.spec(env_id).vector_entry_point is not None
         and max_episode_steps is None
         and not keeps_keys
+        and frames is None
     ):
         env = gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point")
         if env.metadata.get("autoreset_mode") == AutoresetMode.SAME_STEP and isinstance(
@@ -572,47 +569,17 @@ def _make_same_step_vector_env(
     # SAME_STEP's `info["final_obs"]` (a truncated episode's last observation) is as the
     # agent takes it too.
     limit = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
-    return gymnasium.make_vec(
-        env_id,
-        num_envs=num_envs,
-        vectorization_mode="sync",
-        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
-        wrappers=[observations],
-        **limit,
-    )
-
-
-def _recorded_vector_env(
-    env_id: str,
-    *,
-    num_envs: int,
-    max_episode_steps: int | None,
-    observations: Callable[[gymnasium.Env], gymnasium.Env],
-    frames: list,
-) -> gymnasium.vector.VectorEnv:
-    """A SAME_STEP sync vector env whose sub-env 0 renders its first episode into `frames`."""
-    limit = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
-    recorded, made = recording_first_sub_env(observations, frames)
     try:
-        env = gymnasium.make_vec(
-            env_id,
-            num_envs=num_envs,
-            vectorization_mode="sync",
-            vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
-            wrappers=[recorded],
-            render_mode="rgb_array",
-            **limit,
+        return same_step_sync_vector_env(
+            env_id, num_envs=num_envs, wrap=observations, frames=frames, **limit
         )
-    except TypeError as err:  # an env class that takes no render_mode
+    except TypeError as err:
+        if frames is None:
+            raise
+        # A user's env class that takes no render_mode.
         raise ValueError(
             f"environment {env_id!r} cannot render a video: {_first_line(err)}"
         ) from None
-    if "rgb_array" not in made[0].metadata.get("render_modes", ()):
-        env.close()
-        raise ValueError(
-            f"environment {env_id!r} cannot render a video: it has no 'rgb_array' render mode"
-        )
-    return env
 
 
 # The ids minigrid registers when imported (gymnasium does not know them before).

@@ -36,11 +36,10 @@ import importlib.util
 
 import gymnasium
 import numpy as np
-from gymnasium.vector import AutoresetMode
 
 from impala_rep.config.validation import STICKY_ACTIONS_RANGE, is_sticky_probability
-from impala_rep.envs.recording import recording_first_sub_env
 from impala_rep.envs.seeding import NUMPY_SEED_LIMIT, first_sub_env_seed
+from impala_rep.envs.sync_vector import same_step_sync_vector_env
 
 __all__ = [
     "DEFAULT_STICKY_ACTION_PROB",
@@ -106,15 +105,12 @@ def make_minatar_vector_env(
         )
     sticky = float(sticky)
     register_minatar_envs()
-    wrapped, _ = recording_first_sub_env(_uint8_pixels, frames)
-    env = gymnasium.make_vec(
+    env = same_step_sync_vector_env(
         env_id,
         num_envs=num_envs,
-        vectorization_mode="sync",
-        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
-        wrappers=[wrapped],
+        wrap=_uint8_pixels,
+        frames=frames,
         sticky_action_prob=sticky,
-        **({} if frames is None else {"render_mode": "rgb_array"}),
     )
     env.reset(seed=first_sub_env_seed(seed, num_envs=num_envs, limit=NUMPY_SEED_LIMIT))
     return env

@@ -1,14 +1,17 @@
-"""Recording an env's frames for a video (`impala-rep evaluate --video`)."""
+"""gymnasium's SAME_STEP sync vector envs of wrapped sub-envs, and the recording of one
+sub-env's frames for a video (`impala-rep evaluate --video`)."""
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 import gymnasium
 import numpy as np
+from gymnasium.vector import AutoresetMode
 
-__all__ = ["FirstEpisodeFrames", "recording_first_sub_env"]
+__all__ = ["FirstEpisodeFrames", "same_step_sync_vector_env"]
 
 
 class FirstEpisodeFrames(gymnasium.Wrapper):
@@ -43,12 +46,19 @@ class FirstEpisodeFrames(gymnasium.Wrapper):
             return np.asarray(self.env.render())
 
 
-def recording_first_sub_env(
-    wrap: Callable[[gymnasium.Env], gymnasium.Env], frames: list | None
-) -> tuple[Callable[[gymnasium.Env], gymnasium.Env], list[gymnasium.Env]]:
-    """A sub-env wrapper for `gymnasium.make_vec` that applies `wrap` and, with `frames`,
-    records the first sub-env made (`FirstEpisodeFrames`); and the list of the envs `wrap`
-    returned, filled as the vector env makes them (their metadata say what they render)."""
+def same_step_sync_vector_env(
+    env_id: str,
+    *,
+    num_envs: int,
+    wrap: Callable[[gymnasium.Env], gymnasium.Env],
+    frames: list | None = None,
+    **make_kwargs: Any,
+) -> gymnasium.vector.SyncVectorEnv:
+    """gymnasium's `SyncVectorEnv` of `num_envs` `env_id` envs (made with `make_kwargs`), each
+    wrapped by `wrap`, autoreset SAME_STEP. With `frames`, the sub-envs render `rgb_array` and
+    the first one's first episode is recorded into it (`FirstEpisodeFrames`); ValueError for
+    an env without the `rgb_array` render mode (TypeError from an env class that takes no
+    `render_mode` at all)."""
     made: list[gymnasium.Env] = []
 
     def wrapper(env: gymnasium.Env) -> gymnasium.Env:
@@ -56,4 +66,19 @@ def recording_first_sub_env(
         made.append(env)
         return FirstEpisodeFrames(env, frames) if frames is not None and len(made) == 1 else env
 
-    return wrapper, made
+    render = {} if frames is None else {"render_mode": "rgb_array"}
+    env = gymnasium.make_vec(
+        env_id,
+        num_envs=num_envs,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+        wrappers=[wrapper],
+        **render,
+        **make_kwargs,
+    )
+    if frames is not None and "rgb_array" not in made[0].metadata.get("render_modes", ()):
+        env.close()
+        raise ValueError(
+            f"environment {env_id!r} cannot render a video: it has no 'rgb_array' render mode"
+        )
+    return env
