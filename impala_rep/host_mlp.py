@@ -39,11 +39,7 @@ def mlp_host_step(
     free = None
     if free_params:
         *weights, free = weights
-    observation = np.asarray(inputs.observation, np.float32)
-    x = observation.reshape(len(observation), -1)
-    if scaling is not None:
-        offset, scale = scaling
-        x = (x - offset) * scale
+    x = _scaled_inputs(inputs.observation, scaling)
     layers = list(zip(weights[0::2], weights[1::2]))  # (kernel, bias) of each Dense
     hidden, heads = layers[:-2], layers[-2:]
     policy_hidden = hidden[: len(hidden) - value_layers]
@@ -51,8 +47,7 @@ def mlp_host_step(
     features = _relu_layers(x, policy_hidden)
     value_features = _relu_layers(x, hidden[len(policy_hidden) :]) if value_layers else features
     params = features @ policy_kernel + policy_bias
-    if free is not None:
-        params = np.concatenate([params, np.broadcast_to(free, (len(params), free_params))], -1)
+    params = _with_free_params(params, free)
     return AgentOutput(params, (value_features @ baseline_kernel + baseline_bias)[:, 0])
 
 
@@ -79,11 +74,7 @@ def lstm_host_step(
     kernel, recurrent, bias, policy_kernel, policy_bias, baseline_kernel, baseline_bias = weights[
         2 * hidden_layers :
     ]
-    observation = np.asarray(inputs.observation, np.float32)
-    x = observation.reshape(len(observation), -1)
-    if scaling is not None:
-        offset, scale = scaling
-        x = (x - offset) * scale
+    x = _scaled_inputs(inputs.observation, scaling)
     reward = np.clip(np.asarray(inputs.prev_reward, np.float32), -1.0, 1.0)[:, None]
     core_input = np.concatenate(
         [_relu_layers(x, torso), actions.features_numpy(inputs.prev_action), reward], axis=-1
@@ -96,10 +87,28 @@ def lstm_host_step(
     c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
     h = _sigmoid(o) * np.tanh(c)
     params = h @ policy_kernel + policy_bias
-    if free is not None:
-        params = np.concatenate([params, np.broadcast_to(free, (len(params), free_params))], -1)
+    params = _with_free_params(params, free)
     baseline = (h @ baseline_kernel + baseline_bias)[:, 0]
     return AgentOutput(params, baseline), (h.astype(np.float32), c.astype(np.float32))
+
+
+def _scaled_inputs(observation: Any, scaling: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+    """`[B, ...]` observations as the MLP's `[B, D]` float32 inputs, standardised by
+    `scaling` (`(offset, scale)`; None: unscaled)."""
+    observation = np.asarray(observation, np.float32)
+    x = observation.reshape(len(observation), -1)
+    if scaling is None:
+        return x
+    offset, scale = scaling
+    return (x - offset) * scale
+
+
+def _with_free_params(params: np.ndarray, free: np.ndarray | None) -> np.ndarray:
+    """`[B, head]` policy parameters, then the state-independent `free` ones (a Gaussian's
+    log-stds) on every row; `params` as they are without."""
+    if free is None:
+        return params
+    return np.concatenate([params, np.broadcast_to(free, (len(params), len(free)))], -1)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
