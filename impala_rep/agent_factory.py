@@ -111,11 +111,7 @@ def make_agent(
                 f"network='auto' needs observations of rank 1 (vectors, MLP) or 3 "
                 f"(images [H, W, C], CNN), got shape {shape}"
             )
-    if separate_value_network and (network != "mlp" or use_lstm):
-        raise ValueError(
-            "separate_value_network applies to the feed-forward MLP (vector observations, "
-            f"no use_lstm), not to network={network!r}" + (" with use_lstm" if use_lstm else "")
-        )
+    _check_separate_value_network(separate_value_network, network, use_lstm)
     if network == "mlp":
         if len(shape) != 1:
             raise ValueError(
@@ -196,6 +192,16 @@ def _check_shallow_fits(network: str, smallest: int, shape: Any) -> None:
         )
 
 
+def _check_separate_value_network(separate: bool, network: str, use_lstm: bool) -> None:
+    """ValueError if a separate value network is asked of another agent than the feed-forward
+    MLP (the one that has it)."""
+    if separate and (network != "mlp" or use_lstm):
+        raise ValueError(
+            "separate_value_network applies to the feed-forward MLP (vector observations, "
+            f"no use_lstm), not to network={network!r}" + (" with use_lstm" if use_lstm else "")
+        )
+
+
 def _nest_agent(
     shape: dict[str, tuple[int, ...]], *, network: str, separate_value_network: bool, **settings
 ) -> AgentBuilder:
@@ -215,11 +221,7 @@ def _nest_agent(
             f"{_IMAGE_NETWORKS}, one per image"
         )
     _check_shallow_fits(network, smallest, shape)
-    if separate_value_network:
-        raise ValueError(
-            "separate_value_network applies to the feed-forward MLP (vector observations, "
-            f"no use_lstm), not to network={network!r}"
-        )
+    _check_separate_value_network(separate_value_network, network, settings["use_lstm"])
     return AgentBuilder(
         build=functools.partial(
             _network, torso=network, image_keys=tuple(sorted(images)), **settings
