@@ -30,6 +30,12 @@ def cumulative_wall_s(records: list[dict]) -> list[float]:
     return total
 
 
+def _series(records: list[dict], key: str) -> list[float]:
+    """`key` of every record, NaN where it is missing or None (no return before an episode
+    ended): what matplotlib leaves as a gap."""
+    return [r.get(key) if r.get(key) is not None else float("nan") for r in records]
+
+
 def plot_run(logdir: str) -> list[pathlib.Path]:
     """Writes return.png (vs frames and vs wall time) and throughput.png; returns their paths."""
     import matplotlib
@@ -43,7 +49,7 @@ def plot_run(logdir: str) -> list[pathlib.Path]:
     out = pathlib.Path(logdir)
 
     def series(key):
-        return [r.get(key) if r.get(key) is not None else float("nan") for r in records]
+        return _series(records, key)
 
     frames, wall = series("frames"), cumulative_wall_s(records)
     fig, (by_frames, by_time) = plt.subplots(1, 2, figsize=(11, 4))
@@ -172,13 +178,7 @@ def plot_runs(logdirs: Sequence[str], *, out: str | os.PathLike) -> pathlib.Path
 
     fig, (by_frames, by_time) = plt.subplots(1, 2, figsize=(12, 4.5))
     for label, members in group_runs(list(logdirs)).items():
-        returns = [
-            [
-                r["episode_return_mean"] if r["episode_return_mean"] is not None else np.nan
-                for r in runs[d]
-            ]
-            for d in members
-        ]
+        returns = [_series(runs[d], "episode_return_mean") for d in members]
         seeds = f" ({len(members)} seeds)" if len(members) > 1 else ""
         for ax, xs in (
             (by_frames, [[r["frames"] for r in runs[d]] for d in members]),
