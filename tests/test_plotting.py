@@ -7,6 +7,7 @@ import pytest
 
 from impala_rep.run.plotting import (
     cumulative_wall_s,
+    evaluation_series,
     group_runs,
     mean_and_range,
     plot_run,
@@ -86,3 +87,22 @@ def test_several_runs_are_one_figure_and_a_run_without_records_is_refused(tmp_pa
     with pytest.raises(ValueError, match="^bad --out .*: no folder"):
         plot_runs(runs, out=tmp_path / "missing" / "x.png")
     assert not (tmp_path / "other.png").exists()
+
+
+def test_evaluations_are_drawn_at_the_frames_of_their_weights_and_do_not_make_a_setting(tmp_path):
+    """`--eval-every` records carry the frames the evaluated weights had trained on, which
+    are earlier than the record's own; a run with evaluations and one without are seeds of
+    one setting (evaluating does not change what a run learns)."""
+    with_eval = _fake_run(tmp_path / "a", seed=1, lr=0.01, returns=[None, 1.0, 2.0, 3.0])
+    records = [json.loads(line) for line in open(f"{with_eval}/metrics.jsonl")]
+    records[2].update(eval_frames=1500, eval_return_mean=7.0, eval_return_std=0.0)
+    records[3].update(eval_frames=3000, eval_return_mean=None, eval_episodes=0)  # none ended
+    (tmp_path / "a" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    config = json.loads((tmp_path / "a" / "config.json").read_text())
+    config["run"]["eval_every"] = 1000
+    (tmp_path / "a" / "config.json").write_text(json.dumps(config))
+    assert evaluation_series(records) == ([1500], [2.0], [7.0])
+    without = _fake_run(tmp_path / "b", seed=2, lr=0.01, returns=[None, 1.0, 2.0, 3.0])
+    assert list(group_runs([with_eval, without])) == ["CartPole-v1"]
+    assert all(p.stat().st_size > 1000 for p in plot_run(with_eval))
+    assert plot_runs([with_eval, without], out=tmp_path / "both.png").stat().st_size > 1000

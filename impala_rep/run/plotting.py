@@ -14,7 +14,14 @@ import numpy as np
 
 from impala_rep.run.run_log import read_metrics
 
-__all__ = ["plot_run", "plot_runs", "group_runs", "mean_and_range", "cumulative_wall_s"]
+__all__ = [
+    "plot_run",
+    "plot_runs",
+    "group_runs",
+    "mean_and_range",
+    "cumulative_wall_s",
+    "evaluation_series",
+]
 
 
 def cumulative_wall_s(records: list[dict]) -> list[float]:
@@ -36,6 +43,19 @@ def _series(records: list[dict], key: str) -> list[float]:
     return [r.get(key) if r.get(key) is not None else float("nan") for r in records]
 
 
+def evaluation_series(records: list[dict]) -> tuple[list[float], list[float], list[float]]:
+    """The greedy evaluations of `--eval-every` in `records`: the frames their weights had
+    trained on, the run's wall time when they were recorded, their mean returns."""
+    wall = cumulative_wall_s(records)
+    kept = [
+        (r["eval_frames"], w, r["eval_return_mean"])
+        for r, w in zip(records, wall, strict=True)
+        if r.get("eval_return_mean") is not None
+    ]
+    frames, walls, returns = zip(*kept) if kept else ((), (), ())
+    return list(frames), list(walls), list(returns)
+
+
 def plot_run(logdir: str) -> list[pathlib.Path]:
     """Writes return.png (vs frames and vs wall time) and throughput.png; returns their paths."""
     import matplotlib
@@ -52,19 +72,21 @@ def plot_run(logdir: str) -> list[pathlib.Path]:
         return _series(records, key)
 
     frames, wall = series("frames"), cumulative_wall_s(records)
+    eval_frames, eval_wall, eval_returns = evaluation_series(records)
     fig, (by_frames, by_time) = plt.subplots(1, 2, figsize=(11, 4))
-    by_frames.plot(frames, series("episode_return_mean"))
-    by_frames.set(
-        xlabel="env frames", ylabel="mean return (last 100 episodes)", title="Return vs frames"
-    )
-    by_time.plot(wall, series("episode_return_mean"))
+    for ax, x, eval_x in ((by_frames, frames, eval_frames), (by_time, wall, eval_wall)):
+        ax.plot(x, series("episode_return_mean"), label="actors (last 100 episodes, sampled)")
+        if eval_returns:
+            ax.plot(eval_x, eval_returns, "o-", label="evaluation (greedy)")
+            ax.legend()
+        ax.grid(alpha=0.3)
+    ylabel = "mean return" if eval_returns else "mean return (last 100 episodes)"
+    by_frames.set(xlabel="env frames", ylabel=ylabel, title="Return vs frames")
     by_time.set(
         xlabel="wall time (s, resumed sessions added up)",
-        ylabel="mean return (last 100 episodes)",
+        ylabel=ylabel,
         title="Return vs wall time",
     )
-    for ax in (by_frames, by_time):
-        ax.grid(alpha=0.3)
     fig.tight_layout()
     return_png = out / "return.png"
     fig.savefig(return_png, dpi=100)
@@ -93,6 +115,8 @@ _NOT_A_SETTING = (
     "run.report_every_s",
     "run.verbose",
     "run.learner_process",
+    "run.eval_every",
+    "run.eval_episodes",
     "learner.checkpoint_every_s",
     "learner.xla_cache",
     "learner.loss_grad_norms",
@@ -190,6 +214,15 @@ def plot_runs(logdirs: Sequence[str], *, out: str | os.PathLike) -> pathlib.Path
             (line,) = ax.plot(grid, mean, label=label + seeds)
             if len(members) > 1:
                 ax.fill_between(grid, low, high, color=line.get_color(), alpha=0.2)
+        evaluations = [evaluation_series(runs[d]) for d in members]
+        if all(returns for _, _, returns in evaluations):
+            for ax, column in ((by_frames, 0), (by_time, 1)):
+                curves = [(e[column], e[2]) for e in evaluations]
+                grid = np.linspace(0, min(x[-1] for x, _ in curves), 200)
+                mean, _, _ = mean_and_range(curves, grid)
+                ax.plot(grid, mean, "--", color=line.get_color(), label=f"{label}{seeds}, greedy")
+    # Solid: the actors' last 100 episodes (sampled); dashed: greedy evaluations, where
+    # every run of a setting has them (--eval-every).
     by_frames.set(xlabel="env frames", ylabel="mean return (last 100 episodes)")
     by_frames.set_title("Return vs frames")
     by_time.set(xlabel="wall time (s, resumed sessions added up)", ylabel="mean return")
