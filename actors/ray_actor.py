@@ -19,7 +19,7 @@ import ray
 from impala_rep.config import ActorConfig, EnvConfig, TrainConfig
 from impala_rep.extensions import actor_return_discount, extensions_for
 
-__all__ = ["RayActor", "create_actor"]
+__all__ = ["RayActor", "create_actor", "fetched_weights"]
 
 
 class _ActorProcess:
@@ -60,7 +60,7 @@ class _ActorProcess:
         self._weights_from = learner if weights_from is None else weights_from
         if learner is not None:  # else the first `produce` brings the weights
             version, published = ray.get(self._weights_from.latest_weights.remote())
-            self._actor.set_weights(_fetched(published[0]), version)
+            self._actor.set_weights(fetched_weights(published[0]), version)
 
     def pid(self) -> int:
         return os.getpid()
@@ -86,7 +86,7 @@ class _ActorProcess:
                 unroll, stats, sender=self._slot
             ),
             receive=receive,
-            fetch_weights=_fetched,
+            fetch_weights=fetched_weights,
             max_unrolls=max_unrolls,
         )
 
@@ -97,11 +97,11 @@ class _ActorProcess:
         first call must bring weights."""
         if weights is not None:
             version, published = weights
-            self._actor.set_weights(_fetched(published[0]), version)
+            self._actor.set_weights(fetched_weights(published[0]), version)
         return self._actor.unroll()
 
 
-def _fetched(published: Any) -> list:
+def fetched_weights(published: Any) -> list:
     """The weight list from what the learner published: carried in the reply when small, in
     the object store when large (`learner/ray_learner.py`'s `publish`)."""
     return ray.get(published) if isinstance(published, ray.ObjectRef) else published

@@ -182,6 +182,7 @@ def metrics_reference() -> str:
     from impala_rep.extensions import EXTENSION_TYPES
     from impala_rep.loss_fn import LEARNER_METRICS
     from impala_rep.run.monitor import RECORD_FIELDS
+    from impala_rep.run.periodic_evaluation import EVALUATION_FIELDS
 
     out = [
         BANNER.format(source="the metrics' declarations beside the code that reports them"),
@@ -206,6 +207,13 @@ def metrics_reference() -> str:
         *(
             (kind.title, f"`impala_rep.extensions.{kind.__name__}.metrics`", kind.metrics)
             for kind in EXTENSION_TYPES
+        ),
+        (
+            "Evaluation while training (`--eval-every`)",
+            "`impala_rep.run.periodic_evaluation.EVALUATION_FIELDS`; only in the record of "
+            "the report at which an evaluation had ended, and in TensorBoard at step "
+            "`eval_frames`",
+            EVALUATION_FIELDS,
         ),
     ]
     for title, source, metrics in sections:

@@ -79,6 +79,9 @@ def test_the_command_refuses_bad_input_in_a_new_process_before_anything_is_writt
             "separate_value_network applies to the feed-forward MLP (vector observations, no "
             "use_lstm), not to network='minatar'",
         ),
+        (["--eval-every", "0"], "argument --eval-every: expected a positive integer, got 0"),
+        (["--eval-every", "1e5"], "argument --eval-every: expected a positive integer or none"),
+        (["--eval-episodes", "0"], "argument --eval-episodes: expected a positive integer, got 0"),
     ],
 )
 def test_bad_input_is_refused_before_anything_is_written(args, message, tmp_path, capsys):

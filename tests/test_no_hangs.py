@@ -136,6 +136,21 @@ def test_gpus_that_some_node_has_pass(devices, hosts, nodes):
     )
 
 
+def test_a_cluster_needs_a_cpu_for_each_actor_learner_host_and_the_evaluator():
+    """Each process asks Ray for one CPU: on a cluster with too few, Ray would leave some
+    pending forever."""
+    config = TrainConfig.from_keys(dict(num_actors=2))
+    check_resources(config, {"CPU": 3.0}, embedded=False)
+    with_eval = config.replace({"eval_every": 10_000})
+    with pytest.raises(SetupError) as err:
+        check_resources(with_eval, {"CPU": 3.0}, embedded=False)
+    assert str(err.value) == (
+        "bad num_actors 2: 2 actors, 1 learner host(s) and an evaluator need 4 CPUs and the "
+        "Ray cluster has 3; start more nodes first or use fewer actors"
+    )
+    check_resources(with_eval, {"CPU": 4.0}, embedded=False)
+
+
 @pytest.mark.parametrize("hosts, who", [(1, "the learner"), (2, "learner hosts 0, 1 of 2")])
 def test_a_learner_ray_cannot_place_is_named_in_bounded_time(local_ray, monkeypatch, hosts, who):
     # No node of the session's Ray has a GPU: Ray would keep the learner pending forever.

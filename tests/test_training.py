@@ -42,6 +42,8 @@ def test_cartpole_learns_with_two_actors_and_two_replicas_and_one_killed_actor_r
             seed=1,
             logdir=str(logdir),
             report_every=1.0,
+            eval_every=50_000,  # an evaluator process beside the learner in the driver
+            eval_episodes=4,
         )
     )
 
@@ -86,6 +88,9 @@ def test_cartpole_learns_with_two_actors_and_two_replicas_and_one_killed_actor_r
     ):
         assert key in records[-1], key
     assert records[-1]["frames"] == result.frames
+    # The final weights evaluated (greedy, 4 episodes), in the last record and the summary.
+    assert records[-1]["eval_frames"] == result.frames and records[-1]["eval_episodes"] == 4
+    assert "last evaluation (greedy)" in out
     # Accounting: what actors produced is consumed or still queued, the lost actor's too.
     last = records[-1]
     assert last["frames_produced"] == last["frames"] + last["frames_queued"]

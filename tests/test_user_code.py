@@ -223,6 +223,12 @@ def test_a_file_that_imports_a_module_beside_it_trains(tmp_path, launcher):
             "16",
             "--logdir",
             str(logdir),
+            # Evaluation while training: the evaluator (a Ray process of its own, or a thread)
+            # builds the user's agent and finds the user's env as the actors do.
+            "--eval-every",
+            "1600",
+            "--eval-episodes",
+            "2",
         ],
         cwd=elsewhere,
         capture_output=True,
@@ -243,6 +249,10 @@ def test_a_file_that_imports_a_module_beside_it_trains(tmp_path, launcher):
     assert records[-1]["learner_steps"] == 10 * TrainConfig().learner.passes
     # The loss's own metric reaches metrics.jsonl next to the IMPALA loss's parts.
     assert records[-1]["sibling_reward"] > 0 and records[-1]["pg_loss"] is not None
+    # The final weights were evaluated: the last record holds it, the summary shows it.
+    assert records[-1]["eval_frames"] == records[-1]["frames"] == 3200
+    assert records[-1]["eval_episodes"] == 2 and records[-1]["eval_return_mean"] > 0
+    assert "last evaluation (greedy)" in proc.stdout
     if launcher == "ray":  # evaluated from a folder where the relative names do not resolve
         evaluate = subprocess.run(
             [sys.executable, "-m", "impala_rep", "evaluate", str(logdir), "--episodes", "2"],

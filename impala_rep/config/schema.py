@@ -522,9 +522,19 @@ class RunConfig:
         "also show TensorFlow's, CUDA's and Ray's own log lines (worker "
         "output included) on the console",
     )
+    eval_every: int | None = _field(
+        None,
+        "every this many trained frames, play greedy episodes of the newest weights on fresh "
+        "envs in a process of their own (not counted as training frames); none: no "
+        "evaluation while training",
+        metavar="FRAMES",
+    )
+    eval_episodes: int = _field(10, "episodes each evaluation of --eval-every plays", metavar="N")
 
     def __post_init__(self):
-        _positive_ints(self, "total_frames")
+        _positive_ints(self, "total_frames", "eval_episodes")
+        if self.eval_every is not None:
+            _positive_ints(self, "eval_every")
         require(is_seed(self.seed), "seed", self.seed, f"must be {SEED_RANGE}")
         _bools(self, "verbose")
         _numbers(self, ("report_every_s",), lambda v: v > 0, "must be a positive number")

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from impala_rep.config import EnvConfig
 from impala_rep.config.validation import SEED_RANGE, is_int, is_seed
 
 __all__ = [
@@ -29,6 +30,8 @@ __all__ = [
     "EvaluationSetupError",
     "POLICIES",
     "evaluate_run",
+    "evaluation_env",
+    "play_episodes",
     "progress_printer",
 ]
 
@@ -36,7 +39,7 @@ POLICIES = ("greedy", "sample")
 
 # Agent steps per Actor.unroll while evaluating: long enough to keep the per-unroll cost
 # small, short enough that envs past their quota waste little.
-_UNROLL = 50
+EVALUATION_UNROLL = 50
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,7 +151,7 @@ def evaluate_run(
     if not is_seed(seed):
         raise EvaluationSetupError(f"bad seed {seed!r}: must be {SEED_RANGE}")
 
-    from impala_rep.envs.factory import check_env_options, describe_env, make_vector_env
+    from impala_rep.envs.factory import check_env_options, describe_env
     from impala_rep.run.agents import agent_factory_for
     from impala_rep.run.resume import load_run_config
     from impala_rep.run.user_code import load_env
@@ -179,28 +182,24 @@ def evaluate_run(
     directory = f"{config.run.logdir}/{CHECKPOINT_SUBDIR}"
     frames = None if video is None else []
     try:
-        env = make_vector_env(
-            config.env.id,
-            num_envs=num_envs,
-            seed=seed,
-            sticky_actions=config.env.sticky_actions,
-            max_episode_steps=config.env.max_episode_steps,
-            observation_keys=config.env.observation_keys,
-            frames=frames,
-        )
+        env = evaluation_env(config.env, num_envs=num_envs, seed=seed, frames=frames)
     except ValueError as err:  # an env that cannot render the video
         raise EvaluationSetupError(str(err)) from None
     try:
         built = factory()
         actor = Actor(
-            env=env, agent=built, unroll_length=_UNROLL, seed=seed, greedy=policy == "greedy"
+            env=env,
+            agent=built,
+            unroll_length=EVALUATION_UNROLL,
+            seed=seed,
+            greedy=policy == "greedy",
         )  # builds the agent's variables
         _check_agent_matches(tf.train.latest_checkpoint(directory), built, logdir)
         path, steps_trained = restore_agent(built, directory)
         # The actor acts with the weights it is given (an agent's `host_step` reads no
         # variables), so it is handed the restored ones.
         actor.set_weights(built.get_weights(), steps_trained)
-        returns, lengths = _play(
+        returns, lengths = play_episodes(
             actor,
             num_envs=num_envs,
             episodes=episodes,
@@ -262,7 +261,25 @@ def _check_agent_matches(path: str | None, agent, logdir: str) -> None:
         )
 
 
-def _play(
+def evaluation_env(env: EnvConfig, *, num_envs: int, seed: int, frames: list | None = None):
+    """The vector env episodes are evaluated on: the run's env as its actors make it, except
+    that a lost life never ends an episode (`--episodic-life` is a training device: scores
+    are whole games'); sub-env i seeded with `seed + i`; `frames` as `make_vector_env` takes
+    it (a video's)."""
+    from impala_rep.envs.factory import make_vector_env
+
+    return make_vector_env(
+        env.id,
+        num_envs=num_envs,
+        seed=seed,
+        sticky_actions=env.sticky_actions,
+        max_episode_steps=env.max_episode_steps,
+        observation_keys=env.observation_keys,
+        frames=frames,
+    )
+
+
+def play_episodes(
     actor,
     *,
     num_envs: int,

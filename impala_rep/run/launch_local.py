@@ -12,6 +12,7 @@ from __future__ import annotations
 from impala_rep.extensions import actor_return_discount, extensions_for
 from impala_rep.learner.report import LearnerReport
 from impala_rep.run.errors import TrainingFailed, one_line
+from impala_rep.run.periodic_evaluation import Evaluator, ThreadEvaluations
 from impala_rep.run.prepare import RunPlan
 from impala_rep.run.slot_threads import SlotThreads
 
@@ -26,6 +27,7 @@ class LocalLauncher:
         self._plan = plan
         self._service = None
         self.fleet = None  # set by start()
+        self.evaluations = None  # set by start() for --eval-every: a thread of this process
         self.restored_from: str | None = None
         self.startup: dict[str, float] = {}  # no Ray, no learner process: the service's only
 
@@ -50,6 +52,21 @@ class LocalLauncher:
             raise TrainingFailed(f"the learner could not start: {one_line(err)}") from None
         self.restored_from = self._service.restored_from
         self.fleet = _ThreadActorFleet(plan, self._service)
+        if config.run.eval_every is not None:
+            self.evaluations = ThreadEvaluations(
+                lambda: Evaluator(
+                    env=config.env,
+                    agent_factory=plan.agent_factory,
+                    episodes=config.run.eval_episodes,
+                    frame_skip=plan.frame_skip,
+                    env_registration=plan.env_registration,
+                ),
+                latest_weights=self._latest_weights,
+            )
+
+    def _latest_weights(self) -> tuple[int, list]:
+        version, published = self._service.latest_weights()
+        return version, published[0]
 
     def wait_started(self) -> LearnerReport:
         """The learner's first report (`start` has built it already)."""
@@ -66,6 +83,8 @@ class LocalLauncher:
         return self._service.save()
 
     def close(self) -> None:
+        if self.evaluations is not None:
+            self.evaluations.close()
         if self.fleet is not None:  # loops end once the learner stopped
             self.fleet.stop(timeout_s=30.0)
         if self._service is not None:

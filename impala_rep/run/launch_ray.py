@@ -24,7 +24,12 @@ from impala_rep.learner.report import LearnerReport
 from impala_rep.run.console import ray_console_options
 from impala_rep.run.errors import LearnerLost, SetupError, TrainingFailed, one_line
 from impala_rep.run.prepare import RunPlan
-from impala_rep.run.ray_cluster import answers, check_reachable, check_resources
+from impala_rep.run.ray_cluster import (
+    answers,
+    check_reachable,
+    check_resources,
+    processes_asking_for_cpus,
+)
 from impala_rep.run.ray_errors import describe_ray_error, failed_to_start
 from impala_rep.run.ray_setup import WORKER_ENV, is_loopback
 from impala_rep.startup import stamp
@@ -47,6 +52,7 @@ class RayLauncher:
         self._learner = None  # a LearnerGroup, or a DriverLearner
         self._in_driver = None  # the DriverLearner, if the learner runs in this process
         self.fleet = None  # set by start()
+        self.evaluations = None  # set by start() for --eval-every: a Ray process of its own
         self._learner_alive = True
         self._learner_stopped = False
         self.restored_from: str | None = None
@@ -92,6 +98,7 @@ class RayLauncher:
 
             self._learner.start()
             self.fleet = PulledActorFleet(plan, self._learner.host)
+            self._start_evaluations(self._learner.host.latest_weights)
             return
         from impala_rep.learner.learner_group import create_learner_group
 
@@ -107,6 +114,14 @@ class RayLauncher:
         except (RuntimeError, ray.exceptions.RayError) as err:  # e.g. never placed
             raise TrainingFailed(f"the learner could not start: {_describe(err)}") from None
         self.fleet = _RayActorFleet(plan, self._learner)
+        chief = self._learner.chief  # the only host that publishes weights
+        self._start_evaluations(lambda: chief.latest_weights.remote())
+
+    def _start_evaluations(self, latest_weights) -> None:
+        if self._plan.config.run.eval_every is not None:
+            from impala_rep.run.ray_evaluator import RayEvaluations
+
+            self.evaluations = RayEvaluations(self._plan, latest_weights)
 
     def wait_started(self) -> LearnerReport:
         """Waits until the learner is built (and restored); its first report."""
@@ -174,6 +189,8 @@ class RayLauncher:
     def close(self) -> None:
         """Stops the actors and, on a shared cluster, the learner; shuts an embedded Ray down."""
         try:
+            if self.evaluations is not None:
+                self.evaluations.close()
             if self.fleet is not None:
                 # Loops end once the learner has stopped: wait for them then. Otherwise (a
                 # run that failed before) they never will, so they are freed at once.
@@ -364,7 +381,7 @@ def _start_ray(config) -> bool:
     with _environment(worker_env):
         ray.init(
             address="local",  # a new instance, even if RAY_ADDRESS names a running one
-            num_cpus=max(os.cpu_count() or 1, config.actors.num_actors + config.learner.hosts),
+            num_cpus=max(os.cpu_count() or 1, processes_asking_for_cpus(config)),
             include_dashboard=False,
             **console,
         )

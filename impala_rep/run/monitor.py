@@ -21,6 +21,7 @@ from typing import Any, TextIO
 from impala_rep.learner.accounting import RETURN_WINDOW
 from impala_rep.learner.report import LearnerReport
 from impala_rep.run.errors import one_line
+from impala_rep.run.periodic_evaluation import EvaluationOutcome
 from impala_rep.run.prepare import RunPlan
 from impala_rep.run.run_log import RunLog, write_json_atomically
 from impala_rep.run.supervisor import ActorFailure
@@ -89,6 +90,7 @@ class Monitor:
         self._last: dict[str, float] = {}
         self._frames_at_start = 0  # the restored counters' frames, set by `open`
         self._no_episode_hint: float | None = None  # frames produced at which to give it
+        self._evaluation: dict[str, Any] = {}  # for the next record (`EVALUATION_FIELDS`)
         self._startup: dict[str, float] | None = {}  # the launcher's stages; None once written
         self.records: list[dict[str, Any]] = []
         self.last_checkpoint: tuple[str, int] | None = None
@@ -215,6 +217,8 @@ class Monitor:
             "busy": report.learner_busy_s,
         }
         self.last_checkpoint = report.last_checkpoint or self.last_checkpoint
+        record.update(self._evaluation)  # an evaluation that ended since the last record
+        self._evaluation = {}
         self.records.append(record)
         if self._log is not None:
             with self._writing():
@@ -267,6 +271,43 @@ class Monitor:
                 f"no episode has ended in {record['frames_produced']:,} frames "
                 f"({_NO_EPISODE_STEPS:,}+ steps in each env), so no return is known yet; {advice}"
             )
+
+    @property
+    def frames_at_start(self) -> int:
+        """The frames a resumed run had trained before this command (0 for a new run); known
+        once `open` has been called."""
+        return self._frames_at_start
+
+    def evaluated(self, outcome: EvaluationOutcome | None) -> None:
+        """An evaluation of `--eval-every` ended: its fields go into the next record; a
+        failed one is said, once (no more are asked for), and goes to events.jsonl."""
+        if outcome is None:
+            return
+        self._evaluation = outcome.fields()
+        if outcome.error is not None:
+            self._progress.finish()
+            self.say(
+                f"the evaluation at {outcome.frames:,} frames failed ({outcome.error}); "
+                "training goes on without evaluations"
+            )
+        elif not outcome.complete:
+            self._progress.finish()
+            self.say(
+                f"the evaluation at {outcome.frames:,} frames ended {len(outcome.returns)} of "
+                f"{outcome.episodes} episodes within its frame budget: the greedy policy may "
+                "never end an episode in this env (--max-episode-steps sets a time limit)"
+            )
+        if self._log is not None and not outcome.complete:
+            with self._writing():
+                self._log.event(
+                    {
+                        "event": "evaluation_failed" if outcome.error else "evaluation_incomplete",
+                        "wall_s": self._wall_s(),
+                        "frames": outcome.frames,
+                        "cause": outcome.error,
+                        "episodes": len(outcome.returns),
+                    }
+                )
 
     def finish_progress(self) -> None:
         self._progress.finish()
@@ -379,6 +420,7 @@ class _Progress:
         self._out, self._total = out, total_frames
         self._tty = out.isatty()
         self._shown: tuple[float, float, float] | None = None  # wall_s, frames, produced
+        self._eval = ""  # the last evaluation's mean return, once there is one
 
     def update(self, record: dict[str, Any]) -> None:
         moved = (
@@ -393,12 +435,14 @@ class _Progress:
         rate = record["learner_fps"]
         eta = max(0.0, self._total - record["frames"]) / rate if rate > 0 else float("inf")
         ret = record["episode_return_mean"]
+        if record.get("eval_return_mean") is not None:
+            self._eval = f"  eval {record['eval_return_mean']:7.1f}"
         line = (
             f"[{done:6.1%}] frames {record['frames']:>10,}/{self._total:,}  "
             f"env {record['env_fps']:>8,.0f} f/s  learner {rate:>8,.0f} f/s  "
             f"return {'   n/a' if ret is None else f'{ret:7.1f}'}  "
             f"lag {record['policy_lag_mean'] or 0:4.1f}  "
-            f"ETA {'?' if eta == float('inf') else f'{eta:5.0f}s'}"
+            f"ETA {'?' if eta == float('inf') else f'{eta:5.0f}s'}" + self._eval
         )
         self._out.write("\r" + line if self._tty else line + "\n")
         self._out.flush()
@@ -474,5 +518,15 @@ def _summary_table(result: TrainResult, config) -> str:
         ),
         ("best mean return", "n/a" if not returns else f"{max(returns):.1f}"),
     ]
+    evaluations = [r for r in result.records if r.get("eval_return_mean") is not None]
+    if evaluations:
+        last = evaluations[-1]
+        rows.append(
+            (
+                "last evaluation (greedy)",
+                f"{last['eval_return_mean']:.1f} ± {last['eval_return_std']:.1f} over "
+                f"{last['eval_episodes']} episodes at {last['eval_frames']:,} frames",
+            )
+        )
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"  {k:<{width}}  {v}" for k, v in rows)

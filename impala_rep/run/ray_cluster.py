@@ -19,6 +19,7 @@ __all__ = [
     "answers",
     "check_reachable",
     "check_resources",
+    "processes_asking_for_cpus",
     "CONNECT_TIMEOUT_S",
     "ACTOR_START_TIMEOUT_S",
 ]
@@ -107,13 +108,21 @@ def check_resources(
         )
     if per_host:
         _check_gpus_per_node(config, per_host, nodes, where)
-    cpus = config.actors.num_actors + hosts
+    cpus = processes_asking_for_cpus(config)
     if not embedded and cpus > resources.get("CPU", 0):
+        evaluator = " and an evaluator" if config.run.eval_every is not None else ""
         raise SetupError(
             f"bad num_actors {config.actors.num_actors}: {config.actors.num_actors} "
-            f"actors and {hosts} learner host(s) need {cpus} CPUs and the Ray cluster "
+            f"actors, {hosts} learner host(s){evaluator} need {cpus} CPUs and the Ray cluster "
             f"has {resources.get('CPU', 0):g}; start more nodes first or use fewer actors"
         )
+
+
+def processes_asking_for_cpus(config: TrainConfig) -> int:
+    """The run's Ray processes, each of which asks Ray for one CPU: its actors, its learner
+    hosts and, with --eval-every, its evaluator."""
+    evaluator = 0 if config.run.eval_every is None else 1
+    return config.actors.num_actors + config.learner.hosts + evaluator
 
 
 def _check_gpus_per_node(

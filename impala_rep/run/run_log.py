@@ -80,23 +80,31 @@ class RunLog:
 
     def write(self, record: dict[str, Any]) -> None:
         """One metrics.jsonl line; every number but `frames` as a TensorBoard scalar at step
-        `frames`."""
+        `frames`, but an evaluation's (`eval_*`) at step `eval_frames`, the frames its weights
+        had trained on."""
+        self._jsonl.write(json.dumps({k: _finite_or_none(v) for k, v in record.items()}) + "\n")
+        numbers = {k: v for k, v in record.items() if isinstance(v, (int, float))}
+        evaluation = {k: v for k, v in numbers.items() if k.startswith("eval_")}
+        self._scalars(record["frames"], {k: v for k, v in numbers.items() if k not in evaluation})
+        if "eval_frames" in evaluation:
+            self._scalars(evaluation.pop("eval_frames"), evaluation)
+        self._writer.flush()  # a report every few seconds: TensorBoard shows a run as it goes
+
+    def _scalars(self, step: int, values: dict[str, float]) -> None:
         from tensorboard.compat.proto import event_pb2, summary_pb2
 
-        self._jsonl.write(json.dumps({k: _finite_or_none(v) for k, v in record.items()}) + "\n")
-        values = [
-            summary_pb2.Summary.Value(tag=key, simple_value=float(value))
-            for key, value in record.items()
-            if key != "frames" and isinstance(value, (int, float))
-        ]
+        values.pop("frames", None)
+        summary = summary_pb2.Summary(
+            value=[
+                summary_pb2.Summary.Value(tag=key, simple_value=float(value))
+                for key, value in values.items()
+            ]
+        )
         self._writer.write(
             event_pb2.Event(
-                wall_time=time.time(),
-                step=int(record["frames"]),
-                summary=summary_pb2.Summary(value=values),
+                wall_time=time.time(), step=int(step), summary=summary
             ).SerializeToString()
         )
-        self._writer.flush()  # a report every few seconds: TensorBoard shows a run as it goes
 
     def event(self, record: dict[str, Any]) -> None:
         """Appends one event (an actor restart, ...) to events.jsonl."""

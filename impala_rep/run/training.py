@@ -22,6 +22,7 @@ from impala_rep.config import TrainConfig
 from impala_rep.learner.report import LearnerReport
 from impala_rep.run.errors import LearnerLost, SetupError, TrainingFailed, TrainingInterrupted
 from impala_rep.run.monitor import Monitor, TrainResult
+from impala_rep.run.periodic_evaluation import EvaluationRunner, EvaluationSchedule
 from impala_rep.run.prepare import RunPlan, prepare
 from impala_rep.run.ray_setup import prepare_ray_import
 from impala_rep.run.shutdown import StopSignals
@@ -50,6 +51,10 @@ class Launcher(Protocol):
     fleet: ActorFleet | None
     """Where actors run: the `ActorFleet` the driver's `ActorSupervisor` fills. None
     until `start` has returned."""
+
+    evaluations: EvaluationRunner | None
+    """Where `--eval-every`'s evaluations run (`run/periodic_evaluation.py`); None without
+    it, and until `start` has returned."""
 
     restored_from: str | None
     """The checkpoint the learner was restored from, once `wait_started` has returned;
@@ -183,6 +188,15 @@ def _drive(launcher: Launcher, monitor: Monitor, signals: StopSignals, plan: Run
     monitor.open(first, restored_from=launcher.restored_from, startup=launcher.startup)
     if placement is not None:
         monitor.say(placement)
+    evaluations = None
+    if launcher.evaluations is not None:
+        evaluations = EvaluationSchedule(
+            launcher.evaluations,
+            every=config.run.eval_every,
+            episodes=config.run.eval_episodes,
+            seed=config.run.seed,
+            frames_at_start=monitor.frames_at_start,
+        )
     failure = monitor.write_failure
     while failure is None and signals.received is None:
         try:
@@ -198,6 +212,8 @@ def _drive(launcher: Launcher, monitor: Monitor, signals: StopSignals, plan: Run
             failure = str(err)
             break
         monitor.actor_failures(failures)
+        if evaluations is not None:  # one that ended goes into this report's record
+            monitor.evaluated(evaluations.poll(plan.frame_skip * report.frames_consumed))
         monitor.report(report, actor_restarts=actors.restarts)
         failure = _failure_in(report) or monitor.write_failure
         if report.done:
@@ -212,12 +228,37 @@ def _drive(launcher: Launcher, monitor: Monitor, signals: StopSignals, plan: Run
         return failure or str(err)
     if failure is None:
         # One last record after the stop: its counters are final, and
-        # frames_produced == frames + frames_queued reconciles the whole run.
+        # frames_produced == frames + frames_queued reconciles the whole run. With
+        # --eval-every it holds the evaluation of the final weights (not after a signal:
+        # whoever sent it wants the run to end).
         try:
+            if evaluations is not None and signals.received is None:
+                _evaluate_final_weights(launcher, monitor, evaluations, plan, actors.restarts)
             monitor.report(launcher.report(), actor_restarts=actors.restarts, progress=False)
         except LearnerLost as err:
             failure = str(err)
     return failure or monitor.write_failure
+
+
+def _evaluate_final_weights(
+    launcher: Launcher,
+    monitor: Monitor,
+    evaluations: EvaluationSchedule,
+    plan: RunPlan,
+    actor_restarts: int,
+) -> None:
+    """After the stop: waits for the evaluation still playing, if one is, and evaluates the
+    final weights; the last one ends up in the run's last record, an earlier one in a record
+    of its own."""
+    final_frames = plan.frame_skip * launcher.report().frames_consumed
+    if evaluations.evaluates_at_finish(final_frames):
+        monitor.say(f"evaluating the final weights ({plan.config.run.eval_episodes} episodes)")
+    outcomes = evaluations.finish(final_frames)
+    for outcome in outcomes[:-1]:
+        monitor.evaluated(outcome)
+        monitor.report(launcher.report(), actor_restarts=actor_restarts, progress=False)
+    if outcomes:
+        monitor.evaluated(outcomes[-1])
 
 
 def _learner_lost(launcher: Launcher) -> str | None:
