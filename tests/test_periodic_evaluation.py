@@ -186,3 +186,13 @@ def test_a_run_records_its_evaluations_and_the_last_is_what_evaluate_scores(tmp_
     assert [step for step, _ in shown] == frames
     np.testing.assert_allclose([v for _, v in shown], [r["eval_return_mean"] for r in evaluated])
     assert "eval_frames" not in board.Tags()["scalars"]
+
+    # Resumed with another --eval-every: evaluations go on from its next multiple.
+    proc = command_in_process(
+        "train", "--resume", str(logdir), *"--total-frames 40000 --eval-every 5000".split()
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
+    resumed = [r["eval_frames"] for r in records if r.get("eval_frames", 0) > final["frames"]]
+    assert resumed and resumed[0] >= (final["frames"] // 5000 + 1) * 5000
+    assert records[-1]["eval_frames"] == records[-1]["frames"] >= 40000
