@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "impala-rep needs Python 3.11, got " + sys.version.split()[0]'
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip "setuptools>=69" wheel
-	$(VENV)/bin/python -m pip install --quiet --no-compile --editable '.[test,atari,minatar,mujoco,box2d,minigrid,docs]'
+	$(VENV)/bin/python -m pip install --quiet --no-compile --editable '.[test,atari,minatar,mujoco,box2d,minigrid,tune,docs]'
 	$(VENV)/bin/python -m compileall -q -j 0 -x '$(NEVER_IMPORTED)' $(VENV)/lib > /dev/null
 	@touch $(STAMP)
 

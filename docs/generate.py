@@ -100,6 +100,14 @@ def cli_reference() -> str:
         out.append(f"\n## {name}\n\n```text\n{_usage(sub)}\n```\n\n")
         if name == "train":
             out.append(_train_reference(sub))
+        elif name == "tune":
+            (own,) = [g for g in sub._action_groups if g.title == "tune"]
+            out.append(_plain_flags(own._group_actions))
+            out.append(
+                "\nand every flag of [`train`](#train): the settings each trial starts from, "
+                "`--config FILE` and `--preset` included; `--resume DIR` (alone) continues the "
+                "experiment in DIR.\n"
+            )
         else:
             out.append(_plain_flags(sub._actions))
     return "".join(out)

@@ -28,6 +28,7 @@ TESTS_DIR = pathlib.Path(__file__).parent
 # nothing more to run; the cheap files fill the gaps.
 HEAVY_FIRST = (
     "test_shutdown.py",
+    "test_tune.py",
     "test_local_launcher.py",
     "test_action_spaces.py",
     "test_popart.py",

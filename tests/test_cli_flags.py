@@ -31,11 +31,11 @@ def test_every_config_field_has_one_flag_and_its_default(capsys, preset):
     # The train parser's options: one per field, plus the hand-written ones.
     usage = _train_help(capsys, *argv).split("\n\n")[0]
     assert set(re.findall(r"\[(--?[a-z-]+)", usage)) == (
-        {f.flag for f in fields} | {"-h", "--preset", "--resume"}
+        {f.flag for f in fields} | {"-h", "--preset", "--resume", "--config"}
     )
     # Each field's value lands under its key, the preset's value or else the dataclass default.
     parsed = vars(parse_args(argv))
-    assert set(parsed) == {f.key for f in fields} | {"command", "preset", "resume"}
+    assert set(parsed) == {f.key for f in fields} | {"command", "preset", "resume", "config"}
     for field in fields:
         assert parsed[field.key] == expected.get(field.key), field.key
         assert type(parsed[field.key]) is type(expected.get(field.key)), field.key

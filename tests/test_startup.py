@@ -158,10 +158,10 @@ from impala_rep.run.ray_setup import prepare_ray_import
 prepare_ray_import(embedded=True)
 import ray
 from ray._private import ray_constants
-from impala_rep.run.launch_ray import _start_ray
+from impala_rep.run.launch_ray import start_ray
 
 os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
-assert _start_ray(TrainConfig())
+assert start_ray(TrainConfig())
 
 NAMES = ("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "TF_CPP_MIN_LOG_LEVEL")
 

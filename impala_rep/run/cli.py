@@ -38,12 +38,21 @@ def _add_train_arguments(
     env: str | None,
     *,
     explicit_only: bool = False,
+    config_file: TrainConfig | None = None,
 ) -> None:
     from impala_rep.run.resume import LOCKED_KEYS, RESUME_RULES
 
     # SUPPRESS as a default is argparse's documented way to leave an absent flag out.
     absent = argparse.SUPPRESS if explicit_only else None
     start = train.add_argument_group("presets and resume")
+    start.add_argument(
+        "--config",
+        metavar="FILE",
+        default=absent,
+        help="take the settings of this config file (a run's config.json, or the "
+        "best-config.json of impala-rep tune) as the defaults; flags given explicitly "
+        "still win; not with --preset or --resume",
+    )
     start.add_argument(
         "--preset",
         choices=sorted(PRESETS),
@@ -64,9 +73,8 @@ def _add_train_arguments(
     )
     # One flag per config field; the env family's defaults and the preset are data on top
     # of the dataclasses' defaults.
-    add_config_flags(
-        train, TrainConfig.from_keys(preset_keys(preset, env)), explicit_only=explicit_only
-    )
+    defaults = config_file or TrainConfig.from_keys(preset_keys(preset, env))
+    add_config_flags(train, defaults, explicit_only=explicit_only)
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
@@ -93,11 +101,15 @@ def resume_config_from_args(args: argparse.Namespace, explicit: argparse.Namespa
 
 
 def build_parser(
-    preset: str | None = None, env: str | None = None, *, explicit_only: bool = False
+    preset: str | None = None,
+    env: str | None = None,
+    *,
+    explicit_only: bool = False,
+    config_file: TrainConfig | None = None,
 ) -> argparse.ArgumentParser:
     """The `impala-rep` parser; `explicit_only` leaves out train's defaults, so the
     namespace holds just the flags that were given. `preset` and `env` choose train's
-    defaults (`impala_rep.config.presets.preset_keys`)."""
+    defaults (`impala_rep.config.presets.preset_keys`), or `config_file` gives them."""
     parser = argparse.ArgumentParser(prog="impala-rep", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo = commands.add_parser(
@@ -118,7 +130,13 @@ def build_parser(
     train = commands.add_parser(
         "train", help="train an IMPALA agent (on Ray, or in this process with --launcher local)"
     )
-    _add_train_arguments(train, preset, env, explicit_only=explicit_only)
+    _add_train_arguments(train, preset, env, explicit_only=explicit_only, config_file=config_file)
+    tune = commands.add_parser(
+        "tune",
+        help="train a population (population-based training) or a sweep of runs on Ray Tune",
+    )
+    _add_tune_arguments(tune)
+    _add_train_arguments(tune, preset, env, explicit_only=explicit_only, config_file=config_file)
     plot = commands.add_parser(
         "plot", help="write PNG plots of a run's metrics, or one figure comparing several runs"
     )
@@ -143,6 +161,66 @@ def build_parser(
         )
     )
     return parser
+
+
+def _add_tune_arguments(tune: argparse.ArgumentParser) -> None:
+    from impala_rep.run.tuning import KINDS, METRICS, SCHEDULERS
+
+    group = tune.add_argument_group(
+        "tune", "the experiment; the flags below it are each trial's train flags"
+    )
+    group.add_argument(
+        "--out",
+        metavar="DIR",
+        help="a new directory for the experiment: Ray Tune's trials (each a run directory), "
+        "results.md, population.png, best-config.json; with --resume DIR, the experiment "
+        "in DIR goes on",
+    )
+    group.add_argument(
+        "--space",
+        action="append",
+        default=[],
+        metavar="KEY=KIND:VALUES",
+        help=f"a setting to search (a train flag's key), KIND one of {', '.join(KINDS)}: "
+        "learning_rate=loguniform:1e-4,1e-2, entropy_cost=choice:0,0.01, "
+        "batch_size=grid:16,32; repeat for each setting",
+    )
+    group.add_argument(
+        "--scheduler",
+        choices=SCHEDULERS,
+        default="pbt",
+        help="pbt: population-based training (copy the better members' checkpoints, perturb "
+        "their settings); asha: a sweep whose worst trials stop early; none: a plain sweep "
+        "(default: pbt)",
+    )
+    group.add_argument(
+        "--population",
+        type=positive_int,
+        default=4,
+        metavar="N",
+        help="members (pbt), or trials per point of the grid (default: 4)",
+    )
+    group.add_argument(
+        "--metric",
+        choices=METRICS,
+        default=METRICS[0],
+        help="what is maximised: the actors' last-100-episode mean, or the greedy evaluation "
+        "(needs --eval-every) (default: episode_return_mean)",
+    )
+    group.add_argument(
+        "--perturb-every",
+        type=positive_int,
+        metavar="FRAMES",
+        help="pbt: trained frames between exploits; asha: the first rung (default: a tenth of "
+        "--total-frames)",
+    )
+    group.add_argument(
+        "--burn-in",
+        type=int,
+        default=0,
+        metavar="FRAMES",
+        help="pbt: frames before the first exploit (default: 0)",
+    )
 
 
 def _add_evaluate_arguments(evaluate: argparse.ArgumentParser) -> None:
@@ -209,10 +287,39 @@ def _preset_and_env(argv: list[str] | None) -> tuple[str | None, str | None]:
     return (known.preset if known.preset in PRESETS else None), known.env
 
 
+def _config_file(argv: list[str] | None) -> TrainConfig | None:
+    """The settings of the `--config FILE` given, read before the full parse (they are its
+    defaults); ValueError naming the file if it cannot be read as a config."""
+    import json
+
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config")
+    pre.add_argument("--preset")
+    pre.add_argument("--resume")
+    known = pre.parse_known_args(argv)[0]
+    if known.config is None:
+        return None
+    if known.preset is not None or known.resume is not None:
+        raise ValueError(
+            f"--config cannot be combined with --{'preset' if known.preset else 'resume'}: "
+            "the file gives the settings"
+        )
+    try:
+        data = json.loads(pathlib.Path(known.config).read_text())
+        config = TrainConfig.from_json(data)
+    except (OSError, ValueError, TypeError, AttributeError) as err:
+        raise ValueError(f"bad --config {known.config!r}: {err}") from None
+    return config.replace({"logdir": None})  # a new run names its own directory
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Parses the command line; the env family's and a `--preset`'s values are the
-    defaults, so flags given explicitly still override them."""
-    return build_parser(*_preset_and_env(argv)).parse_args(argv)
+    """Parses the command line; the env family's and a `--preset`'s values (or a `--config`
+    file's) are the defaults, so flags given explicitly still override them."""
+    try:
+        config_file = _config_file(argv)
+    except ValueError as err:
+        build_parser().error(str(err))
+    return build_parser(*_preset_and_env(argv), config_file=config_file).parse_args(argv)
 
 
 def explicit_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -276,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
         except TrainingInterrupted as stop:
             return exit_code(stop.signum)
         return EXIT_DONE
+    if args.command == "tune":
+        return _tune(parser, args, argv)
     if args.command == "plot":
         from impala_rep.run.plotting import plot_run, plot_runs
 
@@ -294,6 +403,59 @@ def main(argv: list[str] | None = None) -> int:
         return _evaluate(parser, args)
     parser.error(f"unknown command {args.command!r}")  # unreachable: argparse checks choices
     return EXIT_BAD_INPUT
+
+
+def _tune(parser: argparse.ArgumentParser, args: argparse.Namespace, argv) -> int:
+    import json
+
+    from impala_rep.run.console import quiet_native_logs
+    from impala_rep.run.errors import SetupError
+    from impala_rep.run.tuning import SPEC_FILE, TuneSpec, check_spec, parse_dimension, run_tune
+
+    try:
+        if args.resume is not None:  # the experiment in that directory, as it was started
+            given = [a.split("=")[0] for a in (argv or sys.argv[1:]) if a.startswith("--")]
+            others = [flag for flag in given if flag != "--resume"]
+            if others:
+                raise ValueError(
+                    "tune --resume DIR continues the experiment as it was started; give no "
+                    f"other flags (got {others[0]})"
+                )
+            saved = json.loads((pathlib.Path(args.resume) / SPEC_FILE).read_text())
+            spec = TuneSpec.from_json(saved["spec"])
+            base = TrainConfig.from_json(saved["base"])
+        else:
+            if args.out is None:
+                raise ValueError("tune needs --out DIR, a new directory for the experiment")
+            if args.logdir is not None:
+                raise ValueError("bad --logdir: each trial runs in a directory of --out's")
+            spec = TuneSpec(
+                space=tuple(parse_dimension(text) for text in args.space),
+                out=args.out,
+                scheduler=args.scheduler,
+                population=args.population,
+                metric=args.metric,
+                perturb_every=args.perturb_every,
+                burn_in=args.burn_in,
+            )
+            base = config_from_args(args)
+            check_spec(spec, base)
+    except (OSError, ValueError) as err:
+        parser.error(str(err))
+    quiet_native_logs(base.run.verbose)
+    try:
+        results = run_tune(spec, base, out=sys.stdout, resume=args.resume is not None)
+    except SetupError as err:
+        parser.error(str(err))
+    unfinished = [r for r in results if not (r.metrics or {}).get("done")]
+    if unfinished:
+        print(
+            f"impala-rep: {len(unfinished)} of {len(results)} trials did not finish; continue "
+            f"the experiment with: impala-rep tune --resume {spec.out}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    return EXIT_DONE
 
 
 def _evaluate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

@@ -34,7 +34,7 @@ from impala_rep.run.ray_errors import describe_ray_error, failed_to_start
 from impala_rep.run.ray_setup import WORKER_ENV, is_loopback
 from impala_rep.startup import stamp
 
-__all__ = ["RayLauncher"]
+__all__ = ["RayLauncher", "start_ray"]
 
 _LEARNER_DIED = "the learner process died"
 _HOST_STUCK = "a learner host did not stop (a peer host failed during a step)"
@@ -69,7 +69,7 @@ class RayLauncher:
 
             self._learner = self._in_driver = DriverLearner(self._plan)
         try:
-            self._started_ray = self._ray_owner.start(_start_ray, config)
+            self._started_ray = self._ray_owner.start(start_ray, config)
         except ConnectionError as err:  # something answered at the address, but not Ray's GCS
             raise SetupError(
                 f"bad ray_address {config.run.ray_address!r}: could not join a Ray "
@@ -358,8 +358,10 @@ def _environment(values: dict[str, str]):
                 os.environ[name] = value
 
 
-def _start_ray(config) -> bool:
-    """Connects to `config.run.ray_address` or starts an embedded Ray; True if we started it."""
+def start_ray(config, *, num_cpus: int | None = None) -> bool:
+    """Connects to `config.run.ray_address` or starts an embedded Ray; True if we started it.
+    `num_cpus`: the embedded Ray's CPU slots, if more than the run's processes need (a
+    population of runs, `impala-rep tune`)."""
     if ray.is_initialized():
         return False
     console = ray_console_options(config.run.verbose)
@@ -381,7 +383,7 @@ def _start_ray(config) -> bool:
     with _environment(worker_env):
         ray.init(
             address="local",  # a new instance, even if RAY_ADDRESS names a running one
-            num_cpus=max(os.cpu_count() or 1, processes_asking_for_cpus(config)),
+            num_cpus=max(os.cpu_count() or 1, processes_asking_for_cpus(config), num_cpus or 0),
             include_dashboard=False,
             **console,
         )

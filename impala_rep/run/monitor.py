@@ -16,6 +16,7 @@ import dataclasses
 import pathlib
 import shutil
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from impala_rep.learner.accounting import RETURN_WINDOW
@@ -83,8 +84,16 @@ class TrainResult:
 class Monitor:
     """Records, progress and logs of one run; `start` is the run's monotonic start time."""
 
-    def __init__(self, plan: RunPlan, *, out: TextIO, start: float):
+    def __init__(
+        self,
+        plan: RunPlan,
+        *,
+        out: TextIO,
+        start: float,
+        on_record: Callable[[dict[str, Any]], None] | None = None,
+    ):
         self._config, self._skip, self._out, self._start = plan.config, plan.frame_skip, out, start
+        self._on_record = on_record
         self._progress = _Progress(out, plan.config.run.total_frames)
         self._log: RunLog | None = None
         self._last: dict[str, float] = {}
@@ -227,6 +236,8 @@ class Monitor:
             self._progress.update(record)
         self._hint_if_no_episode_ends(record)
         self._startup_event(report)
+        if self._on_record is not None:
+            self._on_record(record)
 
     def _startup_event(self, report: LearnerReport) -> None:
         """Once the first frame is trained: a `startup` event in events.jsonl, each stage in

@@ -2,7 +2,7 @@
 (`run/periodic_evaluation.py`).
 
 It asks Ray for one CPU, as an actor does, so on a cluster it is placed where one is free;
-an embedded Ray counts one more slot for it (`launch_ray._start_ray`).
+an embedded Ray counts one more slot for it (`launch_ray.start_ray`).
 """
 
 from __future__ import annotations

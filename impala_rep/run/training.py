@@ -105,6 +105,7 @@ def train(
     loss: Callable[..., Any] | None = None,
     out: TextIO | None = None,
     resume: bool = False,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> TrainResult:
     """Trains `config.run.total_frames` env frames with IMPALA and returns the run's summary.
 
@@ -119,6 +120,9 @@ def train(
       out: where the progress lines and the summary go (default: sys.stdout).
       resume: continue the run in `config.run.logdir` from its newest readable
         checkpoint (`impala_rep.run.resume` says which settings may change).
+      on_record: called with each metrics record (docs/reference/metrics.md) once it is
+        written, on the calling thread (`impala-rep tune` reports them to Ray Tune); what
+        it raises ends the run as an error in the driver would.
 
     Raises:
       SetupError: a bad setting, found before anything started or was written.
@@ -141,7 +145,7 @@ def train(
         if signals.received is not None:  # nothing started or written yet
             raise TrainingInterrupted(signals.received, None)
         launcher = _launcher(plan)
-        monitor = Monitor(plan, out=out, start=start)
+        monitor = Monitor(plan, out=out, start=start, on_record=on_record)
         try:
             failure = _drive(launcher, monitor, signals, plan)
         finally:
