@@ -442,6 +442,10 @@ def _tune(parser: argparse.ArgumentParser, args: argparse.Namespace, argv) -> in
             check_spec(spec, base)
     except (OSError, ValueError) as err:
         parser.error(str(err))
+    try:
+        import ray.tune  # noqa: F401 - its own dependencies come with the extra
+    except ImportError:
+        parser.error("tune needs Ray Tune, which is not installed: pip install -e '.[tune]'")
     quiet_native_logs(base.run.verbose)
     try:
         results = run_tune(spec, base, out=sys.stdout, resume=args.resume is not None)
