@@ -112,11 +112,16 @@ def main() -> None:
     parser.add_argument("--repetitions", type=int, default=2)
     parser.add_argument("--out", default="runs/benchmarks/pbt")
     parser.add_argument("--no-record", action="store_true", help="write no ledger record")
+    parser.add_argument(
+        "--kinds", nargs="+", choices=("independent", "pbt"), default=("independent", "pbt")
+    )
+    parser.add_argument("--first-repetition", type=int, default=1)
     args = parser.parse_args(ours)
     rows = []
-    for repetition in range(1, args.repetitions + 1):
+    first = args.first_repetition
+    for repetition in range(first, first + args.repetitions):
         order = ["independent", "pbt"] if repetition % 2 else ["pbt", "independent"]
-        for kind in order:
+        for kind in [k for k in order if k in args.kinds]:
             f = experiment(kind, args=args, repetition=repetition, extra=extra)
             finals = ", ".join(f"{r:.0f}" for r in f["member_final_returns"] if r is not None)
             rows.append(

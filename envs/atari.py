@@ -51,7 +51,13 @@ from gymnasium.vector import AutoresetMode
 from impala_rep.config.validation import STICKY_ACTIONS_RANGE, is_sticky_probability
 from impala_rep.envs.seeding import ALE_SEED_LIMIT, first_sub_env_seed
 
-__all__ = ["AtariChannelsLastVectorEnv", "atari_game", "is_atari_id", "make_atari_vector_env"]
+__all__ = [
+    "AtariChannelsLastVectorEnv",
+    "AtariFirstEpisodeFrames",
+    "atari_game",
+    "is_atari_id",
+    "make_atari_vector_env",
+]
 
 # "ALE/<Game>-v5" and "<Game>NoFrameskip-v4" (also gymnasium's "-v0": sticky 0.25).
 _ATARI_ID = re.compile(r"^(ALE/[A-Za-z0-9]+-v5|[A-Za-z0-9]+NoFrameskip-v[04])$")
@@ -60,6 +66,7 @@ MAX_FRAMES_PER_EPISODE = 108_000
 FRAME_SKIP = 4
 FRAME_STACK = 4
 FRAME_SIZE = 84
+SCREEN = (210, 160)  # every Atari 2600 game's screen, rows x columns
 
 
 def is_atari_id(env_id: str) -> bool:
@@ -106,7 +113,8 @@ def make_atari_vector_env(
     episodic_life: bool = False,
     noop_max: int = 30,
     max_num_frames_per_episode: int = MAX_FRAMES_PER_EPISODE,
-) -> AtariChannelsLastVectorEnv:
+    frames: list | None = None,
+) -> gymnasium.vector.VectorEnv:
     """`num_envs` DeepMind-preprocessed `env_id` games, SAME_STEP autoreset, seeded.
 
     Observations `[num_envs, 84, 84, 4]` uint8 (newest frame last), actions
@@ -119,6 +127,8 @@ def make_atari_vector_env(
     at game over): every episode is then the first life of a new game
     (tests/test_atari.py pins this). `noop_max`: up to this many no-ops at each reset (0: none).
     `max_num_frames_per_episode`: emulator frames (4 per step) before truncation.
+    `frames` (one env only): the first episode's screens, in colour, are appended to it
+    (`AtariFirstEpisodeFrames`: ale_py's vector env draws no frames).
     The env is reset with `reset(seed=seed)` (sub-env i gets seed + i; seeds from
     2**31 - num_envs + 1 up wrap into ALE's range, see `impala_rep.envs.seeding`), so a
     plain `reset()` afterwards is reproducible, as `make_vector_env` promises.
@@ -134,29 +144,93 @@ def make_atari_vector_env(
     sticky = float(sticky)
     if noop_max < 0:
         raise ValueError(f"noop_max must be >= 0, got {noop_max}")
+    if frames is not None and num_envs != 1:
+        raise ValueError(f"a video is recorded from 1 env, got num_envs {num_envs}")
     from ale_py.vector_env import AtariVectorEnv
 
-    ale_env = AtariVectorEnv(
-        game,
-        num_envs,
-        max_num_frames_per_episode=max_num_frames_per_episode,
-        repeat_action_probability=sticky,
-        full_action_space=False,
-        autoreset_mode=AutoresetMode.SAME_STEP,
-        img_height=FRAME_SIZE,
-        img_width=FRAME_SIZE,
-        grayscale=True,
-        stack_num=FRAME_STACK,
-        frameskip=FRAME_SKIP,
-        maxpool=True,
-        noop_max=noop_max,
-        episodic_life=episodic_life,
-        reward_clipping=False,
-        use_fire_reset=False,
+    def game_env(**screen: Any) -> AtariVectorEnv:
+        return AtariVectorEnv(
+            game,
+            num_envs,
+            max_num_frames_per_episode=max_num_frames_per_episode,
+            repeat_action_probability=sticky,
+            full_action_space=False,
+            autoreset_mode=AutoresetMode.SAME_STEP,
+            frameskip=FRAME_SKIP,
+            maxpool=True,
+            noop_max=noop_max,
+            episodic_life=episodic_life,
+            reward_clipping=False,
+            use_fire_reset=False,
+            **screen,
+        )
+
+    agent_screen = {
+        "img_height": FRAME_SIZE,
+        "img_width": FRAME_SIZE,
+        "grayscale": True,
+        "stack_num": FRAME_STACK,
+    }
+    env = AtariChannelsLastVectorEnv(
+        game_env(**agent_screen), env_id=env_id, repeat_action_probability=sticky
     )
-    env = AtariChannelsLastVectorEnv(ale_env, env_id=env_id, repeat_action_probability=sticky)
+    if frames is not None:
+        # The same game again, drawn whole and in colour: seeded alike and given the same
+        # actions, it plays the same frames (the emulator and ale_py's no-op and sticky-action
+        # draws are deterministic given the seed).
+        colour = {"img_height": SCREEN[0], "img_width": SCREEN[1], "grayscale": False}
+        env = AtariFirstEpisodeFrames(env, game_env(**colour, stack_num=1), frames)
     env.reset(seed=first_sub_env_seed(seed, num_envs=num_envs, limit=ALE_SEED_LIMIT))
     return env
+
+
+class AtariFirstEpisodeFrames(gymnasium.vector.VectorWrapper):
+    """A one-game Atari vector env with a twin that plays the same game in colour at full
+    size: its screens of the first episode (one per agent step, the max over the last two
+    emulator frames, as the agent's) go into `frames`. The twin is reset with the same seed and
+    stepped with the same actions; a step where the two disagree on reward or episode end
+    raises RuntimeError instead of recording another game."""
+
+    def __init__(self, env: gymnasium.vector.VectorEnv, twin: gymnasium.vector.VectorEnv, frames):
+        super().__init__(env)
+        self._twin, self._frames = twin, frames
+        self._recording, self._stepped = True, False
+        # One screen per agent step: the emulator's 60 frames a second, skipped 4 at a time.
+        self.metadata = dict(env.metadata, render_fps=60 // FRAME_SKIP)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        result = self.env.reset(seed=seed, options=options)
+        screens, _ = self._twin.reset(seed=seed, options=options)
+        if self._recording and not self._stepped:
+            self._frames[:] = [_screen(screens)]
+        return result
+
+    def step(self, actions):
+        observations, rewards, terminated, truncated, infos = self.env.step(actions)
+        screens, twin_rewards, twin_terminated, twin_truncated, twin_infos = self._twin.step(
+            np.asarray(actions, np.int64)
+        )
+        if not (
+            np.array_equal(rewards, np.asarray(twin_rewards, np.float64))
+            and np.array_equal(terminated, twin_terminated)
+            and np.array_equal(truncated, twin_truncated)
+        ):
+            raise RuntimeError("the game drawn for the video played differently from the agent's")
+        self._stepped = True
+        if self._recording:
+            ended = bool(terminated[0] or truncated[0])
+            self._frames.append(_screen(twin_infos["final_obs"] if ended else screens))
+            self._recording = not ended
+        return observations, rewards, terminated, truncated, infos
+
+    def close(self, **kwargs):
+        self._twin.close()
+        return super().close(**kwargs)
+
+
+def _screen(screens: np.ndarray) -> np.ndarray:
+    """Sub-env 0's `[H, W, 3]` uint8 screen from a colour twin's `[1, 1, H, W, 3]` batch."""
+    return np.asarray(screens[0]).reshape(SCREEN[0], SCREEN[1], 3)
 
 
 class AtariChannelsLastVectorEnv(gymnasium.vector.VectorWrapper):

@@ -438,7 +438,8 @@ def make_vector_env(
     `observation_keys`: as `describe_env` takes them.
     `frames`: a list that sub-env 0's rendered frames (`render_mode="rgb_array"`, uint8
     `[H, W, 3]`) of its first episode are appended to, its first observation's included
-    (`FirstEpisodeFrames`); gymnasium ids only, ValueError for an env that cannot render.
+    (`FirstEpisodeFrames`; Atari ids: `atari.AtariFirstEpisodeFrames`, one env only), ValueError
+    for an env that cannot render.
 
     Observations come batched `[num_envs, *obs_shape]`; actions are `[num_envs]`
     integers. The env is already reset with `reset(seed=seed)` (sync envs seed
@@ -457,11 +458,6 @@ def make_vector_env(
         observation_keys=observation_keys,
     )
     _check_env_id(env_id)
-    if frames is not None and atari.is_atari_id(env_id):
-        raise ValueError(
-            f"environment {env_id!r} cannot render a video: Atari ids play in ale_py's "
-            "vector env, which draws no frames; gymnasium's other ids and MinAtar's can"
-        )
     if atari.is_atari_id(env_id):
         # Already reset with `seed` (sub-env i gets seed + i).
         return atari.make_atari_vector_env(
@@ -470,6 +466,7 @@ def make_vector_env(
             seed=seed,
             sticky_action_prob=sticky_actions,
             episodic_life=episodic_life,
+            frames=frames,
         )
     if minatar.is_minatar_id(env_id):
         # Already reset with `seed` (sub-env i gets seed + i).

@@ -57,16 +57,59 @@ def test_minatar_draws_its_grid_which_the_gif_enlarges_to_pixels(tmp_path):
     np.testing.assert_array_equal(pixels, expected)
 
 
-@pytest.mark.parametrize(
-    "env_id, message",
-    [
-        ("ALE/Pong-v5", "Atari ids play in ale_py's vector env, which draws no frames"),
-        ("observation_spaces_env:TextObservation-v0", "cannot render a video: "),
-    ],
-)
-def test_envs_that_draw_no_frames_are_refused(env_id, message):
-    with pytest.raises(ValueError, match=message):
-        make_vector_env(env_id, num_envs=1, seed=0, frames=[])
+def test_an_atari_game_is_drawn_by_a_twin_that_plays_the_agents_game_in_colour():
+    """ale_py's vector env draws no frames: a twin drawing the whole screen in colour, seeded
+    and stepped alike, plays the same game (sticky actions and no-op resets included), which
+    the twin's screens, reduced as the agent's are, show: the agent's newest frame."""
+    pytest.importorskip("ale_py")
+    frames = []
+    env = make_vector_env("ALE/Breakout-v5", num_envs=1, seed=3, frames=frames)
+    rng = np.random.default_rng(0)
+    observations, lengths, length = [], [], 0
+    try:
+        observations.append(env.reset()[0])
+        for _ in range(400):  # several games of random play: the first is recorded
+            obs, _, terminated, truncated, _ = env.step(rng.integers(0, 4, size=1))
+            observations.append(obs)
+            length += 1
+            if terminated[0] or truncated[0]:
+                lengths.append(length)
+                length = 0
+    finally:
+        env.close()
+    assert lengths, "no game ended in 400 steps of random play"
+    assert len(frames) == 1 + lengths[0]
+    assert all(f.shape == (210, 160, 3) and f.dtype == np.uint8 for f in frames)
+    # The twin's screens, reduced to grey and 84x84 by a slow reference, are the agent's
+    # newest frames (up to the two reductions' rounding): the same game.
+    agent_newest = [o[0, :, :, -1] for o in observations[: len(frames) - 1]]
+    luminance = [f @ np.array([0.299, 0.587, 0.114]) for f in frames[:-1]]
+    for got, want in zip(luminance[::25], agent_newest[::25], strict=True):
+        small = _area_resize(got, 84, 84)
+        assert np.abs(small - want).mean() < 0.1  # ~0.06; a few steps apart: 0.14 to 0.5
+
+
+def _area_resize(image, height, width):
+    """A slow reference of an area (box-filter) resize of a 2-D image."""
+    rows = np.linspace(0, image.shape[0], height + 1)
+    cols = np.linspace(0, image.shape[1], width + 1)
+    out = np.empty((height, width))
+    for i in range(height):
+        for j in range(width):
+            r0, r1, c0, c1 = rows[i], rows[i + 1], cols[j], cols[j + 1]
+            rr = np.arange(int(r0), int(np.ceil(r1)))
+            cc = np.arange(int(c0), int(np.ceil(c1)))
+            wr = np.minimum(rr + 1, r1) - np.maximum(rr, r0)
+            wc = np.minimum(cc + 1, c1) - np.maximum(cc, c0)
+            out[i, j] = wr @ image[np.ix_(rr, cc)] @ wc / (wr.sum() * wc.sum())
+    return out
+
+
+def test_envs_that_draw_no_frames_are_refused():
+    with pytest.raises(ValueError, match="cannot render a video: "):
+        make_vector_env("observation_spaces_env:TextObservation-v0", num_envs=1, seed=0, frames=[])
+    with pytest.raises(ValueError, match="a video is recorded from 1 env, got num_envs 2"):
+        make_vector_env("ALE/Breakout-v5", num_envs=2, seed=0, frames=[])
 
 
 @pytest.mark.launches
@@ -103,3 +146,17 @@ def test_evaluate_writes_the_first_episode_as_a_gif_with_its_return(tmp_path):
         refused = command_in_process("evaluate", str(run), "--episodes", "2", *flags)
         assert refused.returncode == 2 and message in refused.stderr, refused.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["episode.gif", "run", "scores.json"]
+
+
+def test_a_long_still_episode_is_cut_at_ten_minutes_and_still_written(tmp_path):
+    """A game nobody starts shows one screen for its whole half hour: Pillow merges identical
+    frames into one, whose duration would overflow the GIF's 16 bits; the video stops at ten
+    minutes."""
+    still = [np.zeros((160, 160, 3), np.uint8)] * (30 * 60)  # 30 minutes at 1 a second
+    write_gif(str(tmp_path / "still.gif"), still, fps=1, episode_return=0.0)
+    with Image.open(tmp_path / "still.gif") as image:
+        shown = 0
+        for index in range(image.n_frames):
+            image.seek(index)
+            shown += image.info["duration"]
+    assert shown == pytest.approx(600_000, rel=0.01)

@@ -272,7 +272,7 @@ def _add_evaluate_arguments(evaluate: argparse.ArgumentParser) -> None:
         "--video",
         metavar="GIF",
         help="also write the first episode, as the env draws it, to this .gif (its return "
-        "in the file's comment); the episodes are then played on one env; not for Atari ids",
+        "in the file's comment); the episodes are then played on one env",
     )
 
 

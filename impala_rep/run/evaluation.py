@@ -120,8 +120,8 @@ def evaluate_run(
         as an object (a run made with `--agent` or the built-in agent needs none).
       on_progress: called as `(episodes ended, episodes)` after each unroll.
       video: a .gif path: the first episode, as the env renders it (`rgb_array`), is written
-        there (`impala_rep.run.video`); the episodes are then played on one env. Not for
-        Atari ids (ale_py's vector env draws no frames).
+        there (`impala_rep.run.video`); the episodes are then played on one env (Atari ids:
+        drawn by a twin of the game, `impala_rep.envs.atari.AtariFirstEpisodeFrames`).
 
     Raises:
       EvaluationSetupError: bad arguments; `logdir` is not a run with a checkpoint; the

@@ -272,9 +272,7 @@ def run_tune(spec: TuneSpec, base: TrainConfig, *, out: TextIO, resume: bool = F
                 f"{trials} members need {trials * per_trial} CPUs ({per_trial} each); the Ray "
                 f"cluster has {have:g}; use a smaller population or fewer actors"
             )
-        trainable = tune.with_parameters(
-            _trial, base=base.to_json(), root=str(root), interval=spec.interval(base)
-        )
+        trainable = tune.with_parameters(_trial, base=base.to_json(), root=str(root))
         if resume:
             tuner = tune.Tuner.restore(str(root), trainable, resume_errored=True)
         else:
@@ -298,8 +296,8 @@ def run_tune(spec: TuneSpec, base: TrainConfig, *, out: TextIO, resume: bool = F
                     storage_path=str(root.parent),
                     # Every reported checkpoint is kept: a member that copied another's
                     # refers to it, and a limit would have the copier delete it under the
-                    # other (Tune's num_to_keep with PBT). Each holds one checkpoint of the
-                    # run, and a trial reports one per half perturbation interval at most.
+                    # other (Tune's num_to_keep with PBT). Each is a pointer of a few bytes
+                    # (`_Reporter`).
                     checkpoint_config=tune.CheckpointConfig(num_to_keep=None),
                     verbose=0,
                     callbacks=[TuneProgress(out, spec.metric)],
@@ -384,7 +382,7 @@ def _scheduler(spec: TuneSpec, base: TrainConfig):
     return None
 
 
-def _trial(params: dict[str, Any], *, base: dict[str, Any], root: str, interval: int) -> None:
+def _trial(params: dict[str, Any], *, base: dict[str, Any], root: str) -> None:
     """One trial: a `train()` run in its directory of the experiment's (`root`), resumed from
     the checkpoint Tune gives it (PBT's exploit, or a restored experiment) with this trial's
     settings."""
@@ -408,24 +406,38 @@ def _trial(params: dict[str, Any], *, base: dict[str, Any], root: str, interval:
         shutil.rmtree(logdir, ignore_errors=True)  # a trial restarted from scratch
         config, resume = config.replace(changes), False
     else:
-        shutil.rmtree(logdir, ignore_errors=True)
-        with checkpoint.as_directory() as copied:
-            shutil.copytree(copied, logdir)
+        with checkpoint.as_directory() as reported:
+            pointer = json.loads((pathlib.Path(reported) / _POINTER).read_text())
+        source = pathlib.Path(pointer["run"])
+        if source.resolve() != logdir.resolve():  # PBT's exploit: another member's run
+            copying = trial_dir / "run.copying"
+            shutil.rmtree(copying, ignore_errors=True)
+            _copy_run(source, copying, pointer["checkpoint"])
+            shutil.rmtree(logdir, ignore_errors=True)
+            copying.rename(logdir)
+        # else this member's own run, stopped (Ctrl-C, a paused trial): on from its newest
         changes.pop("seed")  # the run's own seed goes on (its actors' seeds mix in the step)
         config, resume = resumed_config(load_run_config(str(logdir)), changes), True
     with open(trial_dir / "console.log", "a") as console:
-        train(config, resume=resume, out=console, on_record=_Reporter(logdir, interval))
+        train(config, resume=resume, out=console, on_record=_Reporter(logdir))
+
+
+# What a trial reports to Tune as its checkpoint: the run and its checkpoint's name.
+_POINTER = "run.json"
 
 
 class _Reporter:
-    """`train(on_record=...)` for a trial: each record with a return to Tune, with the run
-    (its newest checkpoint) as Tune's checkpoint when the learner has written a new one and
-    half a perturbation interval of frames has passed since the last one reported."""
+    """`train(on_record=...)` for a trial: each record with a return to Tune, with a
+    checkpoint once the learner has written one.
 
-    def __init__(self, logdir: pathlib.Path, interval: int):
-        self._logdir, self._every = logdir, max(1, interval // 2)
-        self._reported: tuple[str, int] | None = None
-        self._reported_frames: int | None = None
+    Tune's PBT copies the checkpoint a member reported with its result at a perturbation
+    point, and none if that result had none: every result carries one. A copy of the run each
+    time would fill the disk, so what is reported is a pointer to the run's newest checkpoint;
+    a member taking it over copies the run then (`_copy_run`). So the experiment's directory
+    must be one every node sees."""
+
+    def __init__(self, logdir: pathlib.Path):
+        self._logdir = logdir
 
     def __call__(self, record: dict[str, Any]) -> None:
         from ray import tune
@@ -442,31 +454,36 @@ class _Reporter:
         if not {"episode_return_mean", "eval_return_mean"} & set(metrics):
             return
         newest = newest_checkpoint(self._logdir / CHECKPOINT_SUBDIR)
-        due = (
-            self._reported_frames is None or record["frames"] >= self._reported_frames + self._every
-        )
-        if newest is None or newest == self._reported or not due:
+        if newest is None:
             tune.report(metrics)
             return
-        self._reported, self._reported_frames = newest, record["frames"]
-        with tempfile.TemporaryDirectory() as copy:
-            _copy_run(self._logdir, pathlib.Path(copy), newest[0])
-            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(copy))
+        with tempfile.TemporaryDirectory() as reported:
+            pointer = {"run": str(self._logdir), "checkpoint": pathlib.Path(newest[0]).name}
+            (pathlib.Path(reported) / _POINTER).write_text(json.dumps(pointer))
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(reported))
 
 
-def _copy_run(logdir: pathlib.Path, target: pathlib.Path, checkpoint: str) -> None:
-    """What a resume needs of a run: config.json, metrics.jsonl and `checkpoint` (a path in
-    its checkpoints folder), named the newest there."""
-    from impala_rep.learner.checkpoint_index import CHECKPOINT_SUBDIR
+def _copy_run(source: pathlib.Path, target: pathlib.Path, checkpoint: str) -> None:
+    """What a resume needs of the run in `source`: config.json, metrics.jsonl and the
+    checkpoint named `checkpoint` (`ckpt-STEP`), or the newest if that one was deleted since
+    (the run keeps its last few), named the newest in `target`."""
+    from impala_rep.learner.checkpoint_index import CHECKPOINT_SUBDIR, newest_checkpoint
 
+    (target / CHECKPOINT_SUBDIR).mkdir(parents=True)
     for name in ("config.json", "metrics.jsonl"):
-        if (logdir / name).is_file():
-            shutil.copy2(logdir / name, target / name)
-    (target / CHECKPOINT_SUBDIR).mkdir()
-    prefix = pathlib.Path(checkpoint).name
-    for path in (logdir / CHECKPOINT_SUBDIR).iterdir():
-        if path.name.startswith(prefix + "."):
-            shutil.copy2(path, target / CHECKPOINT_SUBDIR / path.name)
+        if (source / name).is_file():
+            shutil.copy2(source / name, target / name)
+    for prefix in (checkpoint, pathlib.Path(newest_checkpoint(source / CHECKPOINT_SUBDIR)[0]).name):
+        files = [
+            p for p in (source / CHECKPOINT_SUBDIR).iterdir() if p.name.startswith(prefix + ".")
+        ]
+        try:
+            for path in files:
+                shutil.copy2(path, target / CHECKPOINT_SUBDIR / path.name)
+        except FileNotFoundError:  # deleted by the run while being copied: its newest then
+            continue
+        if files:
+            break
     # The index TensorFlow's CheckpointManager keeps, naming the one checkpoint copied.
     (target / CHECKPOINT_SUBDIR / "checkpoint").write_text(
         f'model_checkpoint_path: "{prefix}"\nall_model_checkpoint_paths: "{prefix}"\n'

@@ -18,6 +18,11 @@ __all__ = ["check_video_path", "write_gif"]
 # Frames smaller than this (MinAtar's 10x10) are enlarged, each cell a square of pixels.
 _MIN_SIDE = 160
 
+# A GIF shows at most this much of an episode (an Atari game can last 30 minutes). It also
+# keeps every frame's duration within the GIF's 16 bits of centiseconds, which Pillow would
+# exceed when it merges a long run of identical frames (a game nobody starts) into one.
+MAX_SECONDS = 600
+
 
 def check_video_path(path: str) -> None:
     """ValueError (one line, naming it) unless `path` is a .gif file that can be written."""
@@ -35,9 +40,10 @@ def write_gif(
     path: str, frames: Sequence[np.ndarray], *, fps: float, episode_return: float
 ) -> None:
     """`frames` (uint8 `[H, W, 3]`) as an animated GIF at `fps` frames a second, looping, with
-    the episode's return in its comment."""
+    the episode's return in its comment; at most the first `MAX_SECONDS` of them."""
     import imageio.v3 as iio
 
+    frames = frames[: max(1, int(fps * MAX_SECONDS))]
     iio.imwrite(
         path,
         np.stack([_pixels(frame) for frame in frames]),
