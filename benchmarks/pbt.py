@@ -39,7 +39,8 @@ PBT_SPACE = [
 
 
 def experiment(kind: str, *, args, repetition: int, extra: list[str]) -> dict:
-    out = pathlib.Path(args.out) / f"{kind}-r{repetition}"
+    task = args.env.lower().replace("/", "-")
+    out = pathlib.Path(args.out) / task / f"{kind}-r{repetition}"
     seeds = [repetition * 100 + i for i in range(args.population)]
     if kind == "independent":
         search = ["--scheduler", "none", "--population", "1"]
@@ -91,7 +92,7 @@ def experiment(kind: str, *, args, repetition: int, extra: list[str]) -> dict:
         return figures
     path = ledger.write_record(
         benchmark="pbt",
-        task=args.env.lower().replace("/", "-"),
+        task=task,
         label=kind,
         seed=repetition,
         command=command,
