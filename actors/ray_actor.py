@@ -19,7 +19,7 @@ import ray
 from impala_rep.config import ActorConfig, EnvConfig, TrainConfig
 from impala_rep.extensions import actor_return_discount, extensions_for
 
-__all__ = ["RayActor", "create_actor", "fetched_weights"]
+__all__ = ["RayActor", "create_actor", "fetched_weights", "one_tensorflow_thread"]
 
 
 class _ActorProcess:
@@ -37,16 +37,8 @@ class _ActorProcess:
         env_registration: Any = None,
     ):
         from impala_rep.actors.build import build_actor
-        from impala_rep.agent_factory import acting_agent
 
-        if acting_agent(agent_factory) is None:  # a twin acts in numpy: no TensorFlow here
-            import tensorflow as tf
-
-            # Many actor processes share few cores: one thread each for TensorFlow's
-            # ops avoids oversubscription that slows every process down.
-            tf.config.threading.set_intra_op_parallelism_threads(1)
-            tf.config.threading.set_inter_op_parallelism_threads(1)
-
+        one_tensorflow_thread(agent_factory)
         self._actor = build_actor(
             env=env,
             actors=actors,
@@ -99,6 +91,20 @@ class _ActorProcess:
             version, published = weights
             self._actor.set_weights(fetched_weights(published[0]), version)
         return self._actor.unroll()
+
+
+def one_tensorflow_thread(agent_factory: Callable[[], Any]) -> None:
+    """In a process that acts with an agent through TensorFlow (one without a numpy twin,
+    `impala_rep.agent_factory.acting_agent`): one thread each for TensorFlow's ops. Many such
+    processes share few cores, and oversubscription slows every one of them down. A twin acts
+    in numpy: TensorFlow is not imported."""
+    from impala_rep.agent_factory import acting_agent
+
+    if acting_agent(agent_factory) is None:
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
 
 
 def fetched_weights(published: Any) -> list:

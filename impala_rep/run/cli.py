@@ -16,7 +16,7 @@ from impala_rep.config import TrainConfig, field_for
 from impala_rep.config.presets import PRESETS, preset_keys
 from impala_rep.devices import parse_devices
 from impala_rep.run.errors import EXIT_BAD_INPUT, EXIT_DONE, EXIT_FAILED
-from impala_rep.run.evaluation import POLICIES
+from impala_rep.run.evaluation import FRAME_BUDGET, POLICIES
 from impala_rep.run.flags import add_config_flags, config_values, positive_int, seed_int
 
 # Tolerance for the demo's replicated-vs-single-device check: float32 sums in a
@@ -252,7 +252,7 @@ def _add_evaluate_arguments(evaluate: argparse.ArgumentParser) -> None:
     evaluate.add_argument(
         "--frame-budget",
         type=positive_int,
-        default=10_000_000,
+        default=FRAME_BUDGET,
         help="env frames after which an evaluation that has not ended all its "
         "episodes fails (default: 10000000)",
     )

@@ -28,6 +28,8 @@ __all__ = [
     "Evaluation",
     "EvaluationIncomplete",
     "EvaluationSetupError",
+    "FRAME_BUDGET",
+    "MAX_EVALUATION_ENVS",
     "POLICIES",
     "evaluate_run",
     "evaluation_env",
@@ -40,6 +42,13 @@ POLICIES = ("greedy", "sample")
 # Agent steps per Actor.unroll while evaluating: long enough to keep the per-unroll cost
 # small, short enough that envs past their quota waste little.
 EVALUATION_UNROLL = 50
+
+# Envs an evaluation plays on unless told otherwise (fewer if it plays fewer episodes).
+MAX_EVALUATION_ENVS = 10
+
+# Env frames after which an evaluation stops: a greedy policy can loop forever in an env
+# without a time limit.
+FRAME_BUDGET = 10_000_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +105,7 @@ def evaluate_run(
     num_envs: int | None = None,
     policy: str = "greedy",
     seed: int = 0,
-    frame_budget: int = 10_000_000,
+    frame_budget: int = FRAME_BUDGET,
     max_episode_steps: int | None = None,
     agent: Callable[[], Any] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
@@ -133,7 +142,8 @@ def evaluate_run(
         num_envs = 1 if num_envs is None else num_envs
         if num_envs != 1:
             raise EvaluationSetupError(f"bad num_envs {num_envs}: a video is played on 1 env")
-    num_envs = min(10, episodes) if num_envs is None and is_int(episodes) else num_envs
+    if num_envs is None and is_int(episodes):
+        num_envs = min(MAX_EVALUATION_ENVS, episodes)
     for name, value in (
         ("episodes", episodes),
         ("num_envs", num_envs),

@@ -46,14 +46,6 @@ EVALUATION_FIELDS = {
     "eval_episodes": "episodes the evaluation played to the end",
 }
 
-# A greedy policy can loop forever in an env without a time limit: an evaluation stops after
-# this many env frames, as `impala-rep evaluate`'s default --frame-budget.
-_FRAME_BUDGET = 10_000_000
-
-# Envs an evaluation plays on at most, as `impala-rep evaluate` (sub-env i plays
-# (episodes + i) // envs episodes).
-_MAX_ENVS = 10
-
 # The spawn key that sets evaluation seeds apart from the actors' (`supervisor.actor_seed`
 # draws those from the same run seed without one).
 _EVALUATION_STREAM = 0x45564C  # "EVL"
@@ -94,9 +86,17 @@ class Evaluator:
         learner's at step `version`) on envs seeded with `seed`, in the order they ended;
         fewer than asked if the frame budget ran out first."""
         from impala_rep.actors.actor import Actor
-        from impala_rep.run.evaluation import EVALUATION_UNROLL, evaluation_env, play_episodes
+        from impala_rep.run.evaluation import (
+            EVALUATION_UNROLL,
+            FRAME_BUDGET,
+            MAX_EVALUATION_ENVS,
+            evaluation_env,
+            play_episodes,
+        )
 
-        num_envs = min(_MAX_ENVS, self._episodes)
+        # As `impala-rep evaluate` plays them by default: up to 10 envs, sub-env i playing
+        # (episodes + i) // envs episodes, stopped after its default frame budget.
+        num_envs = min(MAX_EVALUATION_ENVS, self._episodes)
         env = evaluation_env(self._env, num_envs=num_envs, seed=seed)
         try:
             actor = Actor(
@@ -107,7 +107,7 @@ class Evaluator:
                 actor,
                 num_envs=num_envs,
                 episodes=self._episodes,
-                step_budget=-(-_FRAME_BUDGET // self._frame_skip),
+                step_budget=-(-FRAME_BUDGET // self._frame_skip),
                 on_progress=None,
             )
         finally:

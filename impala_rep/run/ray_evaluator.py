@@ -21,13 +21,9 @@ __all__ = ["RayEvaluations"]
 
 class _EvaluatorProcess:
     def __init__(self, **evaluator: Any):
-        from impala_rep.agent_factory import acting_agent
+        from impala_rep.actors.ray_actor import one_tensorflow_thread
 
-        if acting_agent(evaluator["agent_factory"]) is None:  # as an actor process does
-            import tensorflow as tf
-
-            tf.config.threading.set_intra_op_parallelism_threads(1)
-            tf.config.threading.set_inter_op_parallelism_threads(1)
+        one_tensorflow_thread(evaluator["agent_factory"])  # as an actor process does
         self._evaluator = Evaluator(**evaluator)
 
     def evaluate(self, latest: tuple[int, list], seed: int):

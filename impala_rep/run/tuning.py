@@ -35,7 +35,6 @@ import pathlib
 import shutil
 import tempfile
 import warnings
-from collections.abc import Sequence
 from typing import Any, TextIO
 
 from impala_rep.config import TrainConfig, config_fields, field_for
@@ -300,12 +299,12 @@ def run_tune(spec: TuneSpec, base: TrainConfig, *, out: TextIO, resume: bool = F
                     # (`_Reporter`).
                     checkpoint_config=tune.CheckpointConfig(num_to_keep=None),
                     verbose=0,
-                    callbacks=[TuneProgress(out, spec.metric)],
+                    callbacks=[tune_progress(out, spec.metric)],
                 ),
             )
         # Tune's own console lines (where its files are, a TensorBoard hint into Ray's
         # session folder, advice on actor reuse) say nothing a user of this command needs:
-        # the progress lines (`TuneProgress`) and the results table do.
+        # the progress lines (`tune_progress`) and the results table do.
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             results = tuner.fit()
@@ -318,44 +317,43 @@ def run_tune(spec: TuneSpec, base: TrainConfig, *, out: TextIO, resume: bool = F
     return results
 
 
-class TuneProgress:
-    """One line at most every `every_s` seconds (the trials' states, the best metric so far),
-    and one when a trial ends or fails: Tune's own reporter prints a table per result."""
+def tune_progress(out: TextIO, metric: str, every_s: float = 10.0):
+    """A Tune callback that writes one line at most every `every_s` seconds (the trials'
+    states, the best metric so far), and one when a trial ends or fails: Tune's own reporter
+    prints a table per result. (Made here, not at import: ray.tune loads only for `tune`.)"""
+    from ray.tune import Callback
 
-    def __new__(cls, out: TextIO, metric: str, every_s: float = 10.0):
-        from ray.tune import Callback
+    class _Progress(Callback):
+        def __init__(self):
+            self._last, self._best = 0.0, {}
 
-        class _Progress(Callback):
-            def __init__(self):
-                self._last, self._best = 0.0, {}
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            import time
 
-            def on_trial_result(self, iteration, trials, trial, result, **info):
-                import time
+            if metric in result:
+                self._best[trial.trial_id] = (result[metric], result.get("frames", 0))
+            if time.monotonic() - self._last >= every_s:
+                self._last = time.monotonic()
+                self._line(trials)
 
-                if metric in result:
-                    self._best[trial.trial_id] = (result[metric], result.get("frames", 0))
-                if time.monotonic() - self._last >= every_s:
-                    self._last = time.monotonic()
-                    self._line(trials)
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            self._line(trials, f"trial {trial.trial_id} done; ")
 
-            def on_trial_complete(self, iteration, trials, trial, **info):
-                self._line(trials, f"trial {trial.trial_id} done; ")
+        def on_trial_error(self, iteration, trials, trial, **info):
+            self._line(trials, f"trial {trial.trial_id} failed ({trial.error_file}); ")
 
-            def on_trial_error(self, iteration, trials, trial, **info):
-                self._line(trials, f"trial {trial.trial_id} failed ({trial.error_file}); ")
+        def _line(self, trials, event: str = "") -> None:
+            states = {}
+            for trial in trials:
+                states[trial.status.lower()] = states.get(trial.status.lower(), 0) + 1
+            counts = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
+            best = ""
+            if self._best:
+                trial_id, (value, frames) = max(self._best.items(), key=lambda i: i[1][0])
+                best = f"; best {metric} {value:.1f} ({trial_id}, {int(frames):,} frames)"
+            print(f"tune: {event}{counts}{best}", file=out, flush=True)
 
-            def _line(self, trials, event: str = "") -> None:
-                states = {}
-                for trial in trials:
-                    states[trial.status.lower()] = states.get(trial.status.lower(), 0) + 1
-                counts = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
-                best = ""
-                if self._best:
-                    trial_id, (value, frames) = max(self._best.items(), key=lambda i: i[1][0])
-                    best = f"; best {metric} {value:.1f} ({trial_id}, {int(frames):,} frames)"
-                print(f"tune: {event}{counts}{best}", file=out, flush=True)
-
-        return _Progress()
+    return _Progress()
 
 
 def _scheduler(spec: TuneSpec, base: TrainConfig):
@@ -495,7 +493,3 @@ def best_config(results, spec: TuneSpec, base: TrainConfig) -> TrainConfig:
     final values (a PBT member's as last perturbed), no logdir."""
     best = results.get_best_result(metric=spec.metric, mode="max", scope="last")
     return base.replace({d.key: best.config[d.key] for d in spec.space} | {"logdir": None})
-
-
-def space_keys(spec: TuneSpec) -> Sequence[str]:
-    return [d.key for d in spec.space]
