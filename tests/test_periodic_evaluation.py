@@ -81,6 +81,22 @@ def test_the_end_waits_for_the_running_evaluation_then_evaluates_the_final_weigh
     assert schedule.finish(150, timeout_s=0.0) == []
 
 
+def test_an_evaluation_of_weights_the_run_has_not_trained_past_is_held_for_the_end():
+    """Reports at the same frames (the learner's last step done, its stop not yet reported):
+    the evaluation of those weights is the final weights', for the run's last record."""
+    runner = AnsweringRunner()
+    schedule = EvaluationSchedule(runner, every=100, episodes=1, seed=0, frames_at_start=0)
+    runner.next_answer = ([1.0], [3])
+    assert schedule.poll(300) is None and schedule.poll(300) is None
+    assert schedule.evaluates_at_finish(300)  # it waits for the held one
+    assert [o.frames for o in schedule.finish(300)] == [300]
+    assert runner.seeds == [evaluation_seed(0, 300)]  # held, not evaluated twice
+    # Trained on past them, the run gets it at its next report.
+    schedule = EvaluationSchedule(runner, every=100, episodes=1, seed=0, frames_at_start=0)
+    schedule.poll(300)
+    assert schedule.poll(340).frames == 300
+
+
 def test_a_resumed_run_evaluates_from_the_next_multiple_of_its_frames():
     runner = AnsweringRunner()
     schedule = EvaluationSchedule(runner, every=100, episodes=1, seed=0, frames_at_start=250)

@@ -220,8 +220,10 @@ class EvaluationSchedule:
 
     def poll(self, frames: int) -> EvaluationOutcome | None:
         """After a report at `frames` trained frames: the evaluation that ended, if one did;
-        a new one asked for, if one is due."""
-        outcome = self._collect(timeout_s=0.0)
+        a new one asked for, if one is due. One of the weights at `frames` is held until the
+        run trains on: if it does not, those are the final weights, whose evaluation `finish`
+        hands to the run's last record."""
+        outcome = None if self._running == frames else self._collect(timeout_s=0.0)
         if self._running is None and not self.failed and frames >= self._next:
             self._request(frames)
             self._next = (frames // self._every + 1) * self._every
