@@ -1,14 +1,15 @@
 """Population-based training against independent runs of the defaults, same total frames.
 
     .venv/bin/python benchmarks/pbt.py [--env LunarLander-v3] [--total-frames 1000000]
-        [--population 4] [--repetitions 2] [--out runs/benchmarks/pbt] [-- TRAIN FLAGS ...]
+        [--population 4] [--repetitions 2] [--space KEY=KIND:VALUES ...]
+        [--out runs/benchmarks/pbt] [-- TRAIN FLAGS ...]
 
 Each repetition runs two `impala-rep tune` experiments, one at a time, in alternating order:
 `independent`, `--scheduler none` over `--space seed=grid:...` (the defaults, one member per
 seed), and `pbt`, `--scheduler pbt` over the learning rate and the entropy cost (the settings the
-IMPALA paper perturbs, with RMSProp's epsilon), each member starting from a sampled value. Every
-member of both has the same actors and the same frames, and they train side by side, so the two
-share the machine alike. Per experiment: each member's final 100-episode mean, the best of
+IMPALA paper perturbs, with RMSProp's epsilon; `--space` replaces them), each member starting
+from a sampled value. Every member of both has the same actors and the same frames, and they
+train side by side, so the two share the machine alike. Per experiment: each member's final 100-episode mean, the best of
 them, the best member's greedy evaluation (100 episodes, `impala-rep evaluate`), the command's
 wall time and the members' frames per second of it (what PBT's bookkeeping, its checkpoints
 and restarts, costs shows as the difference). One ledger record per experiment in
@@ -46,7 +47,8 @@ def experiment(kind: str, *, args, repetition: int, extra: list[str]) -> dict:
         search = ["--scheduler", "none", "--population", "1"]
         search += ["--space", "seed=grid:" + ",".join(map(str, seeds))]
     else:
-        search = ["--scheduler", "pbt", "--population", str(args.population), *PBT_SPACE]
+        space = [arg for spec in args.space for arg in ("--space", spec)] or PBT_SPACE
+        search = ["--scheduler", "pbt", "--population", str(args.population), *space]
         search += ["--seed", str(seeds[0])]
     command = [
         IMPALA_REP, "tune", "--out", str(out), *search,
@@ -97,7 +99,11 @@ def experiment(kind: str, *, args, repetition: int, extra: list[str]) -> dict:
         seed=repetition,
         command=command,
         figures=figures,
-        settings={"population": args.population, "total_frames": args.total_frames},
+        settings={
+            "population": args.population,
+            "total_frames": args.total_frames,
+            "space": [arg for arg in search if "=" in arg and not arg.startswith("seed=")],
+        },
     )
     print(f"  recorded {path.relative_to(ROOT)}", flush=True)
     return figures
@@ -117,6 +123,14 @@ def main() -> None:
         "--kinds", nargs="+", choices=("independent", "pbt"), default=("independent", "pbt")
     )
     parser.add_argument("--first-repetition", type=int, default=1)
+    parser.add_argument(
+        "--space",
+        action="append",
+        default=[],
+        metavar="KEY=KIND:VALUES",
+        help="the pbt population's space, as impala-rep tune's --space (repeatable); "
+        "default: the learning rate and the entropy cost",
+    )
     args = parser.parse_args(ours)
     rows = []
     first = args.first_repetition
