@@ -127,6 +127,19 @@ def test_the_command_refuses_a_bad_experiment_in_one_line(args, message, tmp_pat
     assert not (tmp_path / "out").exists()
 
 
+def test_a_population_larger_than_the_cluster_can_place_is_refused(local_ray, tmp_path, capsys):
+    # The session's Ray joined as a cluster of 4 CPUs: a PBT population trains together, and 5
+    # members of one actor each cannot all be placed (Tune would run some and leave the rest
+    # pending until the others end, which for PBT means never comparing them).
+    address = local_ray.get_runtime_context().gcs_address
+    args = ["--out", str(tmp_path / "out"), "--ray-address", address, "--num-actors", "1"]
+    args += ["--population", "5", "--space", "learning_rate=loguniform:1e-3,1e-2"]
+    last = refused_in_process(["tune", *args], capsys)
+    assert last.startswith("impala-rep: error: bad --population 5: a PBT population"), last
+    assert "the Ray cluster has 4; use a smaller population or fewer actors" in last, last
+    assert not (tmp_path / "out").exists()
+
+
 def test_train_takes_a_config_files_settings_as_its_defaults(tmp_path, capsys):
     from impala_rep.run.cli import config_from_args, parse_args
 
@@ -183,11 +196,15 @@ def test_a_population_stopped_by_ctrl_c_resumes_and_ends_with_its_table_figure_a
     stdout, stderr = proc.communicate(timeout=240)
     assert proc.returncode == 1, stderr[-3000:]
     assert f"continue the experiment with: impala-rep tune --resume {out}" in stderr
+    assert "ERROR" not in stderr and "Traceback" not in stderr, stderr[-3000:]
 
     proc = _tune("--resume", str(out))
     stdout, stderr = proc.communicate(timeout=400)
     assert proc.returncode == 0, stderr[-3000:]
     assert "Traceback" not in stderr and "ERROR" not in stderr, stderr[-3000:]
+    # The resumed experiment reports its progress as the first did: the end of each trial
+    # that was unfinished (one at least: the stop came at a member's first checkpoint).
+    assert "tune: trial " in stdout and " done; " in stdout, stdout[-3000:]
     trials = sorted(out.glob("trial-*"))
     assert len(trials) == 2
     # A member stopped mid-run continued from its checkpoint (the stop comes once a member

@@ -30,6 +30,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import logging
 import math
 import pathlib
 import shutil
@@ -305,7 +306,11 @@ def run_tune(spec: TuneSpec, base: TrainConfig, *, out: TextIO, resume: bool = F
         # Tune's own console lines (where its files are, a TensorBoard hint into Ray's
         # session folder, advice on actor reuse) say nothing a user of this command needs:
         # the progress lines (`tune_progress`) and the results table do.
-        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        with (
+            contextlib.redirect_stdout(io.StringIO()),
+            warnings.catch_warnings(),
+            _unfinished_trials_unlogged(),
+        ):
             warnings.simplefilter("ignore", UserWarning)
             results = tuner.fit()
     finally:
@@ -315,6 +320,22 @@ def run_tune(spec: TuneSpec, base: TrainConfig, *, out: TextIO, resume: bool = F
 
     write_results(root, results, spec, base, out=out)
     return results
+
+
+@contextlib.contextmanager
+def _unfinished_trials_unlogged():
+    """Without Tune's ERROR log line listing the unfinished trials of a stopped experiment:
+    the command says it in its own line, with how to continue (other errors still log)."""
+
+    def keep(record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Trials did not complete")
+
+    logger = logging.getLogger("ray.tune.tune")
+    logger.addFilter(keep)
+    try:
+        yield
+    finally:
+        logger.removeFilter(keep)
 
 
 def tune_progress(out: TextIO, metric: str, every_s: float = 10.0):
