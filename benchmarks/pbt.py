@@ -6,14 +6,14 @@
 
 Each repetition runs two `impala-rep tune` experiments, one at a time, in alternating order:
 `independent`, `--scheduler none` over `--space seed=grid:...` (the defaults, one member per
-seed), and `pbt`, `--scheduler pbt` over the learning rate and the entropy cost (the settings the
-IMPALA paper perturbs, with RMSProp's epsilon; `--space` replaces them), each member starting
-from a sampled value. Every member of both has the same actors and the same frames, and they
-train side by side, so the two share the machine alike. Per experiment: each member's final 100-episode mean, the best of
-them, the best member's greedy evaluation (100 episodes, `impala-rep evaluate`), the command's
-wall time and the members' frames per second of it (what PBT's bookkeeping, its checkpoints
-and restarts, costs shows as the difference). One ledger record per experiment in
-`benchmarks/results/pbt/TASK/`.
+seed), and `pbt`, `--scheduler pbt` over the learning rate and the entropy cost (the settings
+the IMPALA paper perturbs, with RMSProp's epsilon; `--space` replaces them), each member
+starting from a sampled value. Every member of both has the same actors and the same frames, and
+they train side by side, so the two share the machine alike. Per experiment: each member's final
+100-episode mean, the best of them, the best member's greedy evaluation (100 episodes,
+`impala-rep evaluate`), the command's wall time and the members' frames per second of it (what
+PBT's bookkeeping, its checkpoints and restarts, costs shows as the difference). One ledger
+record per experiment in `benchmarks/results/pbt/TASK/`.
 """
 
 from __future__ import annotations
