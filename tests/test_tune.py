@@ -140,6 +140,17 @@ def test_a_population_larger_than_the_cluster_can_place_is_refused(local_ray, tm
     assert not (tmp_path / "out").exists()
 
 
+def test_tunes_resume_is_described_as_resuming_an_experiment(capsys):
+    from impala_rep.run.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["tune", "--help"])
+    assert stop.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--resume DIR continue the interrupted experiment in DIR (its --out)" in text, text
+    assert "continue the run in LOGDIR" not in text
+
+
 def test_train_takes_a_config_files_settings_as_its_defaults(tmp_path, capsys):
     from impala_rep.run.cli import config_from_args, parse_args
 

@@ -39,7 +39,10 @@ def _add_train_arguments(
     *,
     explicit_only: bool = False,
     config_file: TrainConfig | None = None,
+    resume_help: str | None = None,
 ) -> None:
+    """`train`'s flags on `train` (a subparser); `resume_help` words `--resume` for another
+    command that takes them (tune's resumes an experiment, not a run)."""
     from impala_rep.run.resume import LOCKED_KEYS, RESUME_RULES
 
     # SUPPRESS as a default is argparse's documented way to leave an absent flag out.
@@ -65,9 +68,10 @@ def _add_train_arguments(
     locked = ", ".join(field_for(key).flag for key in LOCKED_KEYS)
     start.add_argument(
         "--resume",
-        metavar="LOGDIR",
+        metavar="DIR" if resume_help else "LOGDIR",
         default=absent,
-        help="continue the run in LOGDIR from its newest checkpoint, with its saved "
+        help=resume_help
+        or "continue the run in LOGDIR from its newest checkpoint, with its saved "
         f"settings; flags given as well change them, except {locked} "
         f"(--rnd-cost: {RESUME_RULES['rnd_cost']})",
     )
@@ -136,7 +140,15 @@ def build_parser(
         help="train a population (population-based training) or a sweep of runs on Ray Tune",
     )
     _add_tune_arguments(tune)
-    _add_train_arguments(tune, preset, env, explicit_only=explicit_only, config_file=config_file)
+    _add_train_arguments(
+        tune,
+        preset,
+        env,
+        explicit_only=explicit_only,
+        config_file=config_file,
+        resume_help="continue the interrupted experiment in DIR (its --out) from each trial's "
+        "newest checkpoint, with the experiment's own settings; give no other flag",
+    )
     plot = commands.add_parser(
         "plot", help="write PNG plots of a run's metrics, or one figure comparing several runs"
     )
