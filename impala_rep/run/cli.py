@@ -266,7 +266,7 @@ def _add_evaluate_arguments(evaluate: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=FRAME_BUDGET,
         help="env frames after which an evaluation that has not ended all its "
-        "episodes fails (default: 10000000)",
+        f"episodes fails (default: {FRAME_BUDGET})",
     )
     evaluate.add_argument(
         "--max-episode-steps",

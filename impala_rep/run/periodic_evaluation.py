@@ -94,8 +94,8 @@ class Evaluator:
             play_episodes,
         )
 
-        # As `impala-rep evaluate` plays them by default: up to 10 envs, sub-env i playing
-        # (episodes + i) // envs episodes, stopped after its default frame budget.
+        # As `impala-rep evaluate` plays them by default: up to MAX_EVALUATION_ENVS envs,
+        # sub-env i playing (episodes + i) // envs episodes, stopped after its frame budget.
         num_envs = min(MAX_EVALUATION_ENVS, self._episodes)
         env = evaluation_env(self._env, num_envs=num_envs, seed=seed)
         try:
