@@ -33,10 +33,7 @@ from impala_rep.run.run_log import read_metrics
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 IMPALA_REP = str(ROOT / ".venv" / "bin" / "impala-rep")
-PBT_SPACE = [
-    "--space", "learning_rate=loguniform:5e-4,2e-2",
-    "--space", "entropy_cost=choice:0,0.001,0.003,0.01,0.03",
-]  # fmt: skip
+PBT_SPACE = ["learning_rate=loguniform:5e-4,2e-2", "entropy_cost=choice:0,0.001,0.003,0.01,0.03"]
 
 
 def experiment(kind: str, *, args, repetition: int, extra: list[str]) -> dict:
@@ -44,11 +41,13 @@ def experiment(kind: str, *, args, repetition: int, extra: list[str]) -> dict:
     out = pathlib.Path(args.out) / task / f"{kind}-r{repetition}"
     seeds = [repetition * 100 + i for i in range(args.population)]
     if kind == "independent":
+        space = []  # the defaults: only the seed varies
         search = ["--scheduler", "none", "--population", "1"]
         search += ["--space", "seed=grid:" + ",".join(map(str, seeds))]
     else:
-        space = [arg for spec in args.space for arg in ("--space", spec)] or PBT_SPACE
-        search = ["--scheduler", "pbt", "--population", str(args.population), *space]
+        space = args.space or PBT_SPACE
+        search = ["--scheduler", "pbt", "--population", str(args.population)]
+        search += [arg for spec in space for arg in ("--space", spec)]
         search += ["--seed", str(seeds[0])]
     command = [
         IMPALA_REP, "tune", "--out", str(out), *search,
@@ -102,7 +101,7 @@ def experiment(kind: str, *, args, repetition: int, extra: list[str]) -> dict:
         settings={
             "population": args.population,
             "total_frames": args.total_frames,
-            "space": [arg for arg in search if "=" in arg and not arg.startswith("seed=")],
+            "space": space,
         },
     )
     print(f"  recorded {path.relative_to(ROOT)}", flush=True)
