@@ -43,6 +43,7 @@ def build_actor(
         episodic_life=env.episodic_life,
         max_episode_steps=env.max_episode_steps,
         observation_keys=env.observation_keys,
+        observation_nests=env.observation_nests,
     )
     agent = acting_agent(agent_factory) or agent_factory()
     return Actor(

@@ -30,8 +30,9 @@ SAME_STEP vector env:
   become uint8 (0/1), mixed ones float32.
 * Dict observations keep the keys `observation_keys` names (all by default). One
   kept key gives that part alone (MiniGrid's `image` goes to a CNN as any image
-  would); several without an image are flattened as above. A `Dict` or `Tuple` with
-  an image among other parts is a nest (`impala_rep.observation_nest`): a dict of
+  would); several without an image are flattened as above, unless `observation_nests`
+  (on for a user's agent) asks for them as a nest. A `Dict` or `Tuple` with an image
+  among other parts is always a nest (`impala_rep.observation_nest`): a dict of
   the image, as it is, and each other part flattened to its own vector (a Tuple's
   parts under the keys "0", "1", ...), which the agent encodes part by part.
   MiniGrid's image codes cells by object, colour and state indices: they become
@@ -120,11 +121,17 @@ class EnvSpec:
         return isinstance(self.action_distribution, DiagGaussian)
 
 
-def describe_env(env_id: str, *, observation_keys: tuple[str, ...] | None = None) -> EnvSpec:
+def describe_env(
+    env_id: str,
+    *,
+    observation_keys: tuple[str, ...] | None = None,
+    observation_nests: bool = False,
+) -> EnvSpec:
     """Builds one `env_id` environment, reads its spaces and closes it.
 
-    `observation_keys`: the keys of a Dict observation to keep (see "Observations" in the
-    module docstring); None keeps them all.
+    `observation_keys`: the keys of a Dict observation to keep (see the module docstring);
+    None keeps them all. `observation_nests`: a Dict or Tuple of vectors and discrete parts
+    only is a nest too, rather than flattened into one vector.
 
     Raises a one-line ValueError for unknown ids, ids whose package is missing
     (Atari without `ale_py`, MinAtar without `minatar`, gymnasium's optional
@@ -166,8 +173,10 @@ def describe_env(env_id: str, *, observation_keys: tuple[str, ...] | None = None
     try:
         actions = _actions(env_id, env.action_space)
         env = _kept_observations(_coded(env), env_id=env_id, observation_keys=observation_keys)
-        one_hot = _is_flattened(env.observation_space) and _all_discrete(env.observation_space)
-        env = _flattened_if_needed(env)
+        one_hot = _is_flattened(env.observation_space, nests=observation_nests) and _all_discrete(
+            env.observation_space
+        )
+        env = _flattened_if_needed(env, nests=observation_nests)
         _check_observation_space(env_id, env.observation_space)
         space = env.observation_space
         if isinstance(space, gymnasium.spaces.Dict):  # a nest: a CNN's images, no bounds
@@ -193,24 +202,24 @@ def _first_line(error: Exception) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
-def _is_flattened(space: gymnasium.Space) -> bool:
+def _is_flattened(space: gymnasium.Space, *, nests: bool) -> bool:
     """Whether observations of `space` are flattened into a vector (see the module
     docstring): a space of discrete parts, alone or in a Tuple or Dict with vector Boxes."""
     return (
         not isinstance(space, gymnasium.spaces.Box)
         and _flattens_to_a_vector(space)
-        and not _is_nest(space)
+        and not _is_nest(space, nests=nests)
     )
 
 
-def _is_nest(space: gymnasium.Space) -> bool:
+def _is_nest(space: gymnasium.Space, *, nests: bool) -> bool:
     """Whether observations of `space` travel as a nest (see the module docstring): a
-    Tuple or Dict of several parts, an image among them."""
+    Tuple or Dict of several parts, an image among them or, with `nests`, any."""
     parts = _parts(space)
     return (
         parts is not None
         and len(parts) > 1
-        and any(_is_image(part) for part in parts)
+        and (nests or any(_is_image(part) for part in parts))
         and all(_flattens_to_a_vector(part) for part in parts)
     )
 
@@ -327,10 +336,10 @@ def _flatten_observations(env: gymnasium.Env) -> gymnasium.Env:
     return gymnasium.wrappers.TransformObservation(flat, lambda obs: obs.astype(dtype), space)
 
 
-def _flattened_if_needed(env: gymnasium.Env) -> gymnasium.Env:
-    if _is_nest(env.observation_space):
+def _flattened_if_needed(env: gymnasium.Env, *, nests: bool) -> gymnasium.Env:
+    if _is_nest(env.observation_space, nests=nests):
         return _as_nest(env)
-    return _flatten_observations(env) if _is_flattened(env.observation_space) else env
+    return _flatten_observations(env) if _is_flattened(env.observation_space, nests=nests) else env
 
 
 def _as_nest(env: gymnasium.Env) -> gymnasium.Env:
@@ -380,12 +389,13 @@ def _part_encoder(
 
 
 def _agent_observations(
-    env: gymnasium.Env, *, env_id: str, observation_keys: tuple[str, ...] | None
+    env: gymnasium.Env, *, env_id: str, observation_keys: tuple[str, ...] | None, nests: bool
 ) -> gymnasium.Env:
     """`env` with its observations as the agent takes them: the kept keys, flattened where
     they need it (see the module docstring)."""
     return _flattened_if_needed(
-        _kept_observations(_coded(env), env_id=env_id, observation_keys=observation_keys)
+        _kept_observations(_coded(env), env_id=env_id, observation_keys=observation_keys),
+        nests=nests,
     )
 
 
@@ -429,13 +439,14 @@ def make_vector_env(
     episodic_life: bool = False,
     max_episode_steps: int | None = None,
     observation_keys: tuple[str, ...] | None = None,
+    observation_nests: bool = False,
     frames: list | None = None,
 ) -> gymnasium.vector.VectorEnv:
     """A SAME_STEP-autoreset vector env of `num_envs` copies of `env_id`, seeded.
 
     `sticky_actions`, `episodic_life` and `max_episode_steps`: see "Env options" in
     the module docstring; ValueError (from `check_env_options`) where they do not apply.
-    `observation_keys`: as `describe_env` takes them.
+    `observation_keys`, `observation_nests`: as `describe_env` takes them.
     `frames`: a list that sub-env 0's rendered frames (`render_mode="rgb_array"`, uint8
     `[H, W, 3]`) of its first episode are appended to, its first observation's included
     (`FirstEpisodeFrames`; Atari ids: `atari.AtariFirstEpisodeFrames`, one env only), ValueError
@@ -484,7 +495,10 @@ def make_vector_env(
         num_envs=num_envs,
         max_episode_steps=max_episode_steps,
         observations=functools.partial(
-            _agent_observations, env_id=env_id, observation_keys=observation_keys
+            _agent_observations,
+            env_id=env_id,
+            observation_keys=observation_keys,
+            nests=observation_nests,
         ),
         keeps_keys=observation_keys is not None,
         frames=frames,

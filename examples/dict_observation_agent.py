@@ -1,4 +1,5 @@
-"""An agent of your own for observations that are a nest: an image among other parts.
+"""An agent of your own for observations that are a nest: an image among other parts, or
+vectors and discrete parts only.
 
     .venv/bin/impala-rep train --env MiniGrid-DoorKey-5x5-v0 \\
         --observation-keys image,direction \\
@@ -9,6 +10,8 @@ of arrays (docs/guide/training.md, "Environment"): here MiniGrid's `image` (`[7,
 one-hot planes) and `direction` (`[4]` uint8, one-hot). The factory receives
 `observation_shape` as a dict of shapes, `{"direction": (4,), "image": (7, 7, 21)}`; `step`
 and `unroll` receive `inputs.observation` as a dict of tensors, `[B, ...]` and `[T+1, B', ...]`.
+A nest of vectors only (a `Dict` of a state and discrete codes, say) reaches it the same way,
+with no image to convolve.
 """
 
 from collections.abc import Mapping

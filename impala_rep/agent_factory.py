@@ -208,7 +208,13 @@ def _nest_agent(
     """`make_agent` for a nest of observations: one pixel torso per image part."""
     images = {key: part for key, part in shape.items() if len(part) == 3}
     others = {key: part for key, part in shape.items() if len(part) != 1 and key not in images}
-    if not images or others:
+    if not images and not others:
+        raise ValueError(
+            f"the built-in agents take a nest of observations only with an image among its "
+            f"parts, got shape {shape}: vectors and discrete parts alone go to them flattened "
+            "(--no-observation-nests), or to your own --agent as a nest"
+        )
+    if others:
         raise ValueError(
             f"a nest of observations needs images [H, W, C] among vectors [D], got shape {shape}"
         )

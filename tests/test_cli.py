@@ -529,6 +529,7 @@ def test_locked_keys_are_the_env_and_the_whole_agent_group():
     assert set(LOCKED_KEYS) == {
         "env",
         "observation_keys",
+        "observation_nests",
         "normalize_rewards",
         "normalize_observations",
         "popart",
@@ -537,6 +538,7 @@ def test_locked_keys_are_the_env_and_the_whole_agent_group():
     assert set(LOCKED_KEYS) == {
         "env",
         "observation_keys",
+        "observation_nests",
         "network",
         "use_lstm",
         "hidden_sizes",

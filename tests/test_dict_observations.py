@@ -74,6 +74,27 @@ def test_several_kept_keys_without_an_image_are_flattened_in_key_order():
         np.testing.assert_array_equal(obs[:5], [*np.eye(2)[step % 2], *np.eye(3)[step % 3]])
 
 
+def test_vectors_and_discrete_parts_asked_for_as_a_nest_keep_each_part_apart():
+    # A user's agent takes them so (`observation_nests`, auto: on for --agent).
+    mixed = "observation_spaces_env:MixedObservation-v0"
+    spec = describe_env(mixed, observation_nests=True)
+    assert spec.observation_shape == {"phase": (5,), "state": (4,)}
+    assert spec.observation_dtype == {"phase": np.uint8, "state": np.float32}
+    assert spec.observation_bounds is None
+    env = make_vector_env(mixed, num_envs=2, seed=5, observation_nests=True)
+    try:
+        first = env.reset()[0]
+        assert sorted(first) == ["phase", "state"] and first["state"].shape == (2, 4)
+        for step in range(1, 4):
+            obs, _, terminated, truncated, _ = env.step(np.zeros(2, np.int64))
+            assert not (terminated.any() or truncated.any())
+            expected = [*np.eye(2)[step % 2], *np.eye(3)[step % 3]]
+            np.testing.assert_array_equal(obs["phase"], np.array([expected] * 2, np.uint8))
+            assert obs["state"].dtype == np.float32
+    finally:
+        env.close()
+
+
 def test_a_tuple_with_an_image_is_a_nest_under_its_positions_bool_pixels_as_uint8():
     env_id = "observation_spaces_env:PixelsAndState-v0"
     spec = describe_env(env_id)

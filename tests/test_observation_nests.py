@@ -3,6 +3,7 @@ helpers, the unroll schema, the agent's torso, the actor's unrolls, the learner'
 a run through the commands. tests/test_dict_observations.py has the env factory's side;
 tests/test_learner.py's two-replica case "nest" the split of every part over replicas."""
 
+import json
 import pathlib
 
 import gymnasium
@@ -34,6 +35,7 @@ from impala_rep.unroll import UnrollSpec, concat_unrolls, slice_columns
 # tests/observation_spaces_env.py: "image" [5, 5, 3] uint8 (every cell the step number mod 11)
 # and "direction" Discrete(4) (the step number mod 4), kept; "mission" (Text) left out.
 GRID = "observation_spaces_env:GridObservation-v0"
+MIXED = "observation_spaces_env:MixedObservation-v0"  # a state Box and a MultiDiscrete
 KEYS = ("image", "direction")
 GRID_SHAPE = {"direction": (4,), "image": (5, 5, 3)}
 
@@ -115,8 +117,10 @@ def test_agents_for_nests_refuse_what_cannot_encode_them():
         make_agent(observation_shape=GRID_SHAPE, num_actions=4, network="mlp")
     with pytest.raises(ValueError, match="^network='shallow' needs images of at least 20x20"):
         make_agent(observation_shape=GRID_SHAPE, num_actions=4, network="shallow")
-    with pytest.raises(ValueError, match="^a nest of observations needs images"):
+    with pytest.raises(ValueError, match="^the built-in agents take a nest of observations only"):
         make_agent(observation_shape={"a": (3,), "b": (2,)}, num_actions=4)
+    with pytest.raises(ValueError, match="^a nest of observations needs images"):
+        make_agent(observation_shape={"a": (3,), "b": (2, 2)}, num_actions=4)
     agent = make_agent(observation_shape=GRID_SHAPE, num_actions=4)()  # auto: minatar, small
     with pytest.raises(ValueError, match="^this agent takes a nest whose images are"):
         agent.build({"direction": (4,), "image": (5, 5)})
@@ -214,6 +218,40 @@ def test_a_custom_agent_receives_the_nest_and_trains_through_the_command(tmp_pat
     )  # fmt: skip
     assert refused.returncode == 2
     assert "this example needs a nest of observations, got shape (4,)" in refused.stderr
+
+
+@pytest.mark.launches
+def test_a_custom_agent_receives_vectors_and_codes_as_a_nest_and_evaluates_from_anywhere(
+    tmp_path, monkeypatch
+):
+    # A Dict of CartPole's state and a MultiDiscrete: flattened for the built-in MLP, a nest
+    # for the user's agent (observation_nests auto), recorded so resume and evaluate agree.
+    example = pathlib.Path(__file__).parents[1] / "examples" / "dict_observation_agent.py"
+    logdir = tmp_path / "run"
+    common = ["--launcher", "local", "--num-actors", "1", "--envs-per-actor", "8"]
+    run = command_in_process(
+        "train", "--env", MIXED, "--agent", f"{example}:make_agent", "--total-frames", "1600",
+        "--batch-size", "4", "--logdir", str(logdir), *common,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    saved = json.loads((logdir / "config.json").read_text())
+    assert saved["env"]["observation_nests"] is True
+    assert saved["loss"]["kl_cost"] > 0  # a nest of vectors is vectors to the auto rules
+    resumed = command_in_process("train", "--resume", str(logdir), "--total-frames", "3200")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert read_metrics(logdir)[-1]["frames"] >= 3200
+    monkeypatch.chdir(tmp_path)
+    evaluated = command_in_process("evaluate", str(logdir), "--episodes", "2")
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert "greedy policy, 2 episodes" in evaluated.stdout
+
+
+def test_the_built_in_agent_refuses_a_nest_of_vectors_only_naming_the_flag(tmp_path, capsys):
+    logdir = tmp_path / "run"
+    argv = ["train", "--env", MIXED, "--observation-nests", "--logdir", str(logdir)]
+    last = refused_in_process(argv, capsys)
+    assert last.startswith("impala-rep") and "(--no-observation-nests)" in last, last
+    assert not logdir.exists()
 
 
 @pytest.mark.parametrize(

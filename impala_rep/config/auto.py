@@ -25,9 +25,14 @@ __all__ = [
     "RunKind",
     "AUTO_RULES",
     "AUTO_KL_COST",
+    "ENV_AUTO_KEYS",
     "AUTO_RND_COST",
     "resolve_auto_settings",
 ]
+
+# Settings that shape the env's observations: resolved before the env is described
+# (`resolve_auto_settings(..., only=ENV_AUTO_KEYS)`), as its description depends on them.
+ENV_AUTO_KEYS = ("observation_nests",)
 
 # The novelty bonus's weight on vector observations: MountainCar needs the bonus, and at
 # this weight Acrobot ends where it does without it (docs/notebook.md, "Exploration by
@@ -43,7 +48,9 @@ AUTO_KL_COST = 0.3
 class RunKind:
     """What the auto rules decide from."""
 
-    vectors: bool  # the env's observations are vectors (not images)
+    vectors: bool  # the env's observations are vectors (not images): one, or a nest of them
+    nest: bool  # the observations are a nest (`impala_rep.observation_nest`)
+    own_agent: bool  # the user's agent (--agent, or an agent object given to train())
     continuous: bool  # the env's actions are continuous (a Box: a Gaussian policy)
     mlp_agent: bool  # the built-in feed-forward MLP agent (vectors, no user agent, no core)
     built_in_mlp: bool  # that agent and the IMPALA loss (no user loss either)
@@ -63,6 +70,15 @@ class AutoRule:
 
 
 AUTO_RULES: tuple[AutoRule, ...] = (
+    # Decided before the env is described (`ENV_AUTO_KEYS`): it shapes the observations the
+    # other rules read.
+    AutoRule(
+        "observation_nests",
+        "on for your own agent (--agent, or an agent given to train()), off for the built-in "
+        "agents (one MLP over the flattened parts is what they would build from a nest)",
+        lambda kind: kind.own_agent,
+        why="Observations as nests",
+    ),
     AutoRule(
         "normalize_advantages",
         "on for vector observations, off for images",
@@ -77,8 +93,8 @@ AUTO_RULES: tuple[AutoRule, ...] = (
     ),
     AutoRule(
         "normalize_observations",
-        "on for continuous actions and vector observations, else off",
-        lambda kind: kind.continuous and kind.vectors,
+        "on for continuous actions and vector observations (one vector, not a nest), else off",
+        lambda kind: kind.continuous and kind.vectors and not kind.nest,
         why="Continuous control by default",
     ),
     AutoRule(
@@ -89,8 +105,9 @@ AUTO_RULES: tuple[AutoRule, ...] = (
     ),
     AutoRule(
         "rnd_cost",
-        f"{AUTO_RND_COST:g} for vector observations, 0 (off) for images",
-        lambda kind: AUTO_RND_COST if kind.vectors else 0.0,
+        f"{AUTO_RND_COST:g} for vector observations (one vector, not a nest), 0 (off) for images "
+        "and nests",
+        lambda kind: AUTO_RND_COST if kind.vectors and not kind.nest else 0.0,
         why="Exploration by default",
     ),
     # XLA changes nothing in the checkpoint, so a resume onto other devices decides again.
@@ -129,9 +146,13 @@ def run_kind(
 ) -> RunKind:
     """`continuous_actions`: the env's actions are a Box. `users_agent`, `users_loss`: an
     agent or loss object given through the Python API, which the config does not name."""
-    vectors = not is_nest(observation_shape) and len(observation_shape) == 1
+    # None: the env is not described yet (`ENV_AUTO_KEYS`, whose rules do not read it).
+    nest = observation_shape is not None and is_nest(observation_shape)
+    parts = observation_shape.values() if nest else [observation_shape]
+    vectors = observation_shape is not None and all(len(part) == 1 for part in parts)
     mlp_agent = (
         vectors
+        and not nest
         and not users_agent
         and config.agent.factory is None
         and config.agent.network in ("auto", "mlp")
@@ -139,6 +160,8 @@ def run_kind(
     )
     return RunKind(
         vectors=vectors,
+        nest=nest,
+        own_agent=users_agent or config.agent.factory is not None,
         continuous=continuous_actions,
         mlp_agent=mlp_agent,
         built_in_mlp=mlp_agent and not users_loss and config.loss.function is None,
@@ -158,6 +181,7 @@ def resolve_auto_settings(
     saved: TrainConfig | None = None,
     users_agent: bool = False,
     users_loss: bool = False,
+    only: tuple[str, ...] | None = None,
 ) -> TrainConfig:
     """`config` with every setting left to auto made concrete by its `AUTO_RULES` entry, for
     an env with observations of `observation_shape` and, with `continuous_actions`, a Box
@@ -166,7 +190,10 @@ def resolve_auto_settings(
     On resume, `saved` is the run's own config, and a rule `kept_on_resume` takes what the
     run trained with (its checkpoint holds RND's networks or not), not what the rule would
     choose now; where the saved config has none (a config.json from before the setting
-    existed, or a null in it), what runs without it did (`legacy.BEFORE_THE_FIELD`)."""
+    existed, or a null in it), what runs without it did (`legacy.BEFORE_THE_FIELD`).
+
+    `only`: the keys to resolve, others left as they are: `ENV_AUTO_KEYS` with
+    `observation_shape` None, before the env is described."""
     kind = run_kind(
         config,
         observation_shape,
@@ -176,7 +203,7 @@ def resolve_auto_settings(
     )
     changes = {}
     for rule in AUTO_RULES:
-        if config.get(rule.key) is not None:
+        if config.get(rule.key) is not None or (only is not None and rule.key not in only):
             continue
         if saved is not None and rule.kept_on_resume:
             value = saved.get(rule.key)

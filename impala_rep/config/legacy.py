@@ -34,6 +34,7 @@ BEFORE_THE_FIELD = {
     "learner_autograph": True,
     "normalize_observations": False,
     "separate_value_network": False,
+    "observation_nests": False,
 }
 
 # Keys of the flat config.json before the config was grouped, where they differ.

@@ -103,9 +103,16 @@ class EnvConfig:
         "Dict observations: the keys to keep, e.g. image,direction for MiniGrid (its mission "
         "string cannot be fed to a network); none keeps every key. One kept part goes to the "
         "network as it is (an image to a CNN); several are flattened and joined into one "
-        "vector, discrete parts as one-hot codes, or with an image among them kept apart: "
-        "a CNN for the image, the other parts joined to its features",
+        "vector, discrete parts as one-hot codes, or kept apart as a nest with an image "
+        "among them (a CNN for the image, the other parts joined to its features) or "
+        "with --observation-nests",
         metavar="KEYS",
+    )
+    observation_nests: bool | None = _field(
+        None,
+        "a Dict or Tuple of vectors and discrete parts only reaches the agent as a nest (a "
+        "dict of arrays, one per part) rather than flattened into one vector; with an image "
+        "among the parts it is always a nest",
     )
 
     def __post_init__(self):
@@ -125,6 +132,7 @@ class EnvConfig:
             keys,
             "must be distinct non-empty keys such as ('image', 'direction'), or None for all",
         )
+        _bools(self, "observation_nests", auto=True)
         sticky = self.sticky_actions
         require(
             sticky is None or is_sticky_probability(sticky),

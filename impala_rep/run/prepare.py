@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from impala_rep.config import TrainConfig
-from impala_rep.config.auto import resolve_auto_settings
+from impala_rep.config.auto import ENV_AUTO_KEYS, resolve_auto_settings
 from impala_rep.observation_nest import Shape
 from impala_rep.run.agents import builtin_agent_factory, with_extensions
 from impala_rep.run.errors import SetupError
@@ -73,8 +73,20 @@ def prepare(
             episodic_life=config.env.episodic_life,
             max_episode_steps=config.env.max_episode_steps,
         )
-        env_spec = describe_env(config.env.id, observation_keys=config.env.observation_keys)
         saved = check_resumable(config) if resume else None
+        config = resolve_auto_settings(
+            config,
+            None,
+            continuous_actions=False,
+            saved=saved,
+            users_agent=agent is not None,
+            only=ENV_AUTO_KEYS,
+        )
+        env_spec = describe_env(
+            config.env.id,
+            observation_keys=config.env.observation_keys,
+            observation_nests=config.env.observation_nests,
+        )
         config = resolve_auto_settings(
             config,
             env_spec.observation_shape,

@@ -31,7 +31,7 @@ __all__ = ["LOCKED_KEYS", "RESUME_RULES", "load_run_config", "resumed_config", "
 # units; observation normalisation and PopArt, whose statistics (and PopArt's head) are in the
 # checkpoint only when they are on; the optimizer, whose slots the checkpoint holds.
 LOCKED_KEYS = (
-    ("env", "observation_keys")
+    ("env", "observation_keys", "observation_nests")
     + tuple(field.key for field in config_fields() if field.group == "agent")
     + ("normalize_rewards", "normalize_observations", "popart", "optimizer")
 )
