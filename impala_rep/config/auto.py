@@ -77,7 +77,7 @@ AUTO_RULES: tuple[AutoRule, ...] = (
         "on for your own agent (--agent, or an agent given to train()), off for the built-in "
         "agents (one MLP over the flattened parts is what they would build from a nest)",
         lambda kind: kind.own_agent,
-        why="Observations as nests",
+        why="Nests of vectors for your own agent",
     ),
     AutoRule(
         "normalize_advantages",
