@@ -168,8 +168,8 @@ class MLPAgent:
     """A feed-forward agent for vector observations: an MLP torso, policy and value heads.
 
     The heads share the torso, or with `separate_value_network` the value head has an MLP of
-    its own of the same sizes (as SB3's and CleanRL's agents for continuous control do): the
-    value loss then shapes no feature the policy reads.
+    its own, of the same sizes or of `value_hidden_sizes` (as SB3's and CleanRL's agents for
+    continuous control do): the value loss then shapes no feature the policy reads.
 
     It ignores the previous action and reward and has no recurrent state. Given
     `observation_normalization=(mean, std)` (per dimension, e.g. `bounds_normalization`
@@ -192,9 +192,12 @@ class MLPAgent:
         action_distribution: Any = None,
         initial_log_std: float = 0.0,
         separate_value_network: bool = False,
+        value_hidden_sizes: Sequence[int] | None = None,
     ):
         if num_actions < 1:
             raise ValueError(f"num_actions must be >= 1, got {num_actions}")
+        if value_hidden_sizes is not None and not separate_value_network:
+            raise ValueError("value_hidden_sizes applies to a separate value network")
         self.num_actions = num_actions
         self.action_distribution = action_distribution
         self._initial_log_std = float(initial_log_std)
@@ -206,7 +209,11 @@ class MLPAgent:
         )
         self._torso = MLPTorso(hidden_sizes, scaling=self._scaling)
         self._value_torso = (
-            MLPTorso(hidden_sizes, scaling=self._scaling, name="value_torso")
+            MLPTorso(
+                hidden_sizes if value_hidden_sizes is None else value_hidden_sizes,
+                scaling=self._scaling,
+                name="value_torso",
+            )
             if separate_value_network
             else None
         )
@@ -217,6 +224,7 @@ class MLPAgent:
             observation_normalization=observation_normalization,
             action_distribution=action_distribution,
             separate_value_network=separate_value_network,
+            value_hidden_sizes=value_hidden_sizes,
         )
         self._policy = tf.keras.layers.Dense(head, name="policy_logits")
         self._baseline = tf.keras.layers.Dense(1, name="baseline")

@@ -55,6 +55,7 @@ def make_agent(
     action_distribution: Any = None,
     initial_log_std: float = 0.0,
     separate_value_network: bool = False,
+    value_hidden_sizes: Sequence[int] | None = None,
 ) -> Callable[[], Any]:
     """A picklable zero-argument factory (an `AgentBuilder`) building the chosen agent.
 
@@ -78,7 +79,7 @@ def make_agent(
       initial_log_std: where a Gaussian policy's log standard deviations start (the
         learner's; actors take them with the weights).
       separate_value_network: the value head on an MLP of its own (the feed-forward MLP
-        only; `MLPAgent`).
+        only; `MLPAgent`), of `value_hidden_sizes` (None: `hidden_sizes`).
 
     Raises:
       ValueError: unknown network, a network that does not fit the observation rank, or a
@@ -147,6 +148,13 @@ def make_agent(
                 ),
             )
         settings["separate_value_network"] = bool(separate_value_network)
+        if value_hidden_sizes is not None:
+            if not separate_value_network:
+                raise ValueError(
+                    "value_hidden_sizes applies to a separate value network "
+                    "(separate_value_network True)"
+                )
+            settings["value_hidden_sizes"] = tuple(int(h) for h in value_hidden_sizes)
         return AgentBuilder(
             build=functools.partial(
                 _mlp,

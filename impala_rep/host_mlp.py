@@ -137,6 +137,7 @@ class MLPHostAgent:
         observation_normalization: tuple[Sequence[float], Sequence[float]] | None = None,
         action_distribution: Any = None,
         separate_value_network: bool = False,
+        value_hidden_sizes: Sequence[int] | None = None,
     ):
         if num_actions < 1:
             raise ValueError(f"num_actions must be >= 1, got {num_actions}")
@@ -144,7 +145,9 @@ class MLPHostAgent:
         self.action_distribution = action_distribution
         self._head, self._free_params = policy_head_sizes(action_distribution, num_actions)
         self._hidden_sizes = tuple(int(h) for h in hidden_sizes)
-        self._value_layers = len(self._hidden_sizes) if separate_value_network else 0
+        sizes = self._hidden_sizes if value_hidden_sizes is None else value_hidden_sizes
+        self._value_sizes = tuple(int(h) for h in sizes) if separate_value_network else ()
+        self._value_layers = len(self._value_sizes)
         self._scaling = (
             None
             if observation_normalization is None
@@ -155,10 +158,11 @@ class MLPHostAgent:
         """The shapes `MLPAgent.get_weights` gives for observations of `observation_shape`."""
         inputs = int(np.prod(observation_shape))
         torso = _torso_shapes(inputs, self._hidden_sizes)
-        value = torso if self._value_layers else []
+        value = _torso_shapes(inputs, self._value_sizes)
         width = self._hidden_sizes[-1] if self._hidden_sizes else inputs
+        value_width = self._value_sizes[-1] if self._value_sizes else width
         free = [(self._free_params,)] if self._free_params else []
-        return [*torso, *value, (width, self._head), (self._head,), (width, 1), (1,), *free]
+        return [*torso, *value, (width, self._head), (self._head,), (value_width, 1), (1,), *free]
 
     def host_step(self, weights: Sequence[np.ndarray], inputs: AgentInputs) -> AgentOutput:
         return mlp_host_step(

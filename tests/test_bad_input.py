@@ -79,6 +79,15 @@ def test_the_command_refuses_bad_input_in_a_new_process_before_anything_is_writt
             "separate_value_network applies to the feed-forward MLP (vector observations, no "
             "use_lstm), not to network='minatar'",
         ),
+        (
+            ["--value-hidden-sizes", "256", "--no-separate-value-network"],
+            "bad value_hidden_sizes (256,): applies to a separate value network",
+        ),
+        (
+            ["--value-hidden-sizes", "256"],  # CartPole: auto leaves the value network shared
+            "bad value_hidden_sizes (256,): applies to a separate value network, not with "
+            "separate_value_network False",
+        ),
         (["--eval-every", "0"], "argument --eval-every: expected a positive integer, got 0"),
         (["--eval-every", "1e5"], "argument --eval-every: expected a positive integer or none"),
         (["--eval-episodes", "0"], "argument --eval-episodes: expected a positive integer, got 0"),

@@ -544,6 +544,7 @@ def test_locked_keys_are_the_env_and_the_whole_agent_group():
         "hidden_sizes",
         "initial_log_std",
         "separate_value_network",
+        "value_hidden_sizes",
         "scale_observations",
         "agent",
         "normalize_rewards",

@@ -201,6 +201,8 @@ def test_hidden_sizes_and_the_new_flags_reach_the_config():
     assert config.run.launcher == "local" and config.run.report_every_s == 0.5
     assert config.learner.checkpoint_every_s == 30.0
     assert config_from_args(parse_args(["train", "--hidden-sizes", "8"])).agent.hidden_sizes == (8,)
+    value = parse_args(["train", "--value-hidden-sizes", "256,128"])
+    assert config_from_args(value).agent.value_hidden_sizes == (256, 128)
 
 
 @pytest.mark.parametrize(

@@ -9,27 +9,37 @@ import tensorflow as tf
 from impala_rep.actors.actor import Actor
 from impala_rep.agent import AgentInputs, MLPAgent
 from impala_rep.envs import make_vector_env
+from impala_rep.host_mlp import MLPHostAgent
 from impala_rep.rnd import RNDAgent
 
 
 @pytest.mark.parametrize(
-    "hidden_sizes, normalization, separate",
+    "hidden_sizes, normalization, separate, value_sizes",
     [
-        ((64, 64), None, False),
-        ((7,), ((0.5, -1.0, 0.0), (2.0, 0.25, 1.0)), False),
-        ((16, 8, 4), None, False),
-        ((16, 8), ((0.5, -1.0, 0.0), (2.0, 0.25, 1.0)), True),
+        ((64, 64), None, False, None),
+        ((7,), ((0.5, -1.0, 0.0), (2.0, 0.25, 1.0)), False, None),
+        ((16, 8, 4), None, False, None),
+        ((16, 8), ((0.5, -1.0, 0.0), (2.0, 0.25, 1.0)), True, None),
+        ((16, 8), None, True, (32, 24, 12)),  # a value network of other sizes
     ],
 )
-def test_host_step_is_the_compiled_step(hidden_sizes, normalization, separate):
+def test_host_step_is_the_compiled_step(hidden_sizes, normalization, separate, value_sizes):
     rng = np.random.default_rng(0)
     agent = MLPAgent(
         num_actions=5,
         hidden_sizes=hidden_sizes,
         observation_normalization=normalization,
         separate_value_network=separate,
+        value_hidden_sizes=value_sizes,
     )
     agent.build([3])
+    twin = MLPHostAgent(
+        num_actions=5,
+        hidden_sizes=hidden_sizes,
+        separate_value_network=separate,
+        value_hidden_sizes=value_sizes,
+    )
+    assert [w.shape for w in agent.get_weights()] == twin.weight_shapes([3])
     weights = [rng.normal(size=w.shape).astype(np.float32) for w in agent.get_weights()]
     agent.set_weights(weights)
     observation = rng.normal(size=(32, 3)).astype(np.float32)
@@ -210,3 +220,23 @@ def test_a_separate_value_network_leaves_the_policy_to_its_own_torso():
     after = agent.host_step(weights, inputs)
     np.testing.assert_array_equal(after.policy_logits, before.policy_logits)
     assert np.abs(after.baseline - before.baseline).max() > 0.1
+
+
+def test_the_value_networks_own_sizes_reach_the_run_agent_and_its_twin():
+    """`--value-hidden-sizes` through the run's agent factory: the learner's agent and the
+    actors' twin both have a value network of those sizes beside the policy's."""
+    from impala_rep.agent_factory import acting_agent
+    from impala_rep.config import TrainConfig
+    from impala_rep.envs import describe_env
+    from impala_rep.run.agents import builtin_agent_factory
+
+    env_spec = describe_env("Pendulum-v1")  # observations [3], one action dimension
+    config = TrainConfig.from_keys(
+        {"hidden_sizes": (8,), "separate_value_network": True, "value_hidden_sizes": (16, 4)}
+    )
+    builder = builtin_agent_factory(config, env_spec)
+    agent = builder()
+    agent.build(env_spec.observation_shape)
+    shapes = [w.shape for w in agent.get_weights()]
+    assert shapes == [(3, 8), (8,), (3, 16), (16,), (16, 4), (4,), (8, 1), (1,), (4, 1), (1,), (1,)]
+    assert shapes == acting_agent(builder).weight_shapes(env_spec.observation_shape)

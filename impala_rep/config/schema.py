@@ -179,6 +179,12 @@ class AgentConfig:
         "MLP: the value head on an MLP of its own, of the same sizes, instead of sharing the "
         "policy's (feed-forward MLP only)",
     )
+    value_hidden_sizes: tuple[int, ...] | None = _field(
+        None,
+        "MLP with a separate value network: its layer sizes, e.g. 256,256; none: the same "
+        "as --hidden-sizes",
+        metavar="N,N,...",
+    )
     scale_observations: bool = _field(
         True,
         "MLP: map each observation dimension with finite bounds (as the env's Box declares "
@@ -218,6 +224,21 @@ class AgentConfig:
             "hidden_sizes",
             self.hidden_sizes,
             "must be one or more positive layer sizes",
+        )
+        require(
+            self.value_hidden_sizes is None
+            or isinstance(self.value_hidden_sizes, tuple)
+            and len(self.value_hidden_sizes) >= 1
+            and all(is_int(h) and h >= 1 for h in self.value_hidden_sizes),
+            "value_hidden_sizes",
+            self.value_hidden_sizes,
+            "must be one or more positive layer sizes, or None (those of hidden_sizes)",
+        )
+        require(
+            self.value_hidden_sizes is None or self.separate_value_network is not False,
+            "value_hidden_sizes",
+            self.value_hidden_sizes,
+            "applies to a separate value network, not with separate_value_network False",
         )
         if self.factory is not None:
             parse_code_spec(self.factory, what="agent")

@@ -50,6 +50,7 @@ def default_agent_factory(
         action_distribution=action_distribution,
         initial_log_std=agent.initial_log_std,
         separate_value_network=agent.separate_value_network,
+        value_hidden_sizes=agent.value_hidden_sizes,
     )
 
 
