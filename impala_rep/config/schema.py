@@ -217,23 +217,18 @@ class AgentConfig:
             "applies to the built-in MLP, not to an --agent of your own",
         )
         _numbers(self, ("initial_log_std",), lambda v: -10 <= v <= 2, "must be in [-10, 2]")
-        require(
-            isinstance(self.hidden_sizes, tuple)
-            and len(self.hidden_sizes) >= 1
-            and all(is_int(h) and h >= 1 for h in self.hidden_sizes),
-            "hidden_sizes",
-            self.hidden_sizes,
-            "must be one or more positive layer sizes",
-        )
-        require(
-            self.value_hidden_sizes is None
-            or isinstance(self.value_hidden_sizes, tuple)
-            and len(self.value_hidden_sizes) >= 1
-            and all(is_int(h) and h >= 1 for h in self.value_hidden_sizes),
-            "value_hidden_sizes",
-            self.value_hidden_sizes,
-            "must be one or more positive layer sizes, or None (those of hidden_sizes)",
-        )
+        for key in ("hidden_sizes", "value_hidden_sizes"):  # None: value's are hidden_sizes
+            sizes = getattr(self, key)
+            require(
+                (sizes is None and key == "value_hidden_sizes")
+                or isinstance(sizes, tuple)
+                and len(sizes) >= 1
+                and all(is_int(h) and h >= 1 for h in sizes),
+                key,
+                sizes,
+                "must be one or more positive layer sizes"
+                + (", or None (those of hidden_sizes)" if key == "value_hidden_sizes" else ""),
+            )
         require(
             self.value_hidden_sizes is None or self.separate_value_network is not False,
             "value_hidden_sizes",

@@ -54,6 +54,29 @@ def default_agent_factory(
     )
 
 
+def described_env(config: TrainConfig, *, users_agent: bool, saved: TrainConfig | None = None):
+    """`(config, env_spec)`: `config` with the settings that shape the env's observations
+    (`ENV_AUTO_KEYS`) made concrete (`saved`, `users_agent` as `resolve_auto_settings` takes
+    them), and the env described with them."""
+    from impala_rep.config.auto import ENV_AUTO_KEYS
+    from impala_rep.envs.factory import describe_env
+
+    config = resolve_auto_settings(
+        config,
+        None,
+        continuous_actions=False,
+        saved=saved,
+        users_agent=users_agent,
+        only=ENV_AUTO_KEYS,
+    )
+    env_spec = describe_env(
+        config.env.id,
+        observation_keys=config.env.observation_keys,
+        observation_nests=config.env.observation_nests,
+    )
+    return config, env_spec
+
+
 def agent_factory_for(
     config: TrainConfig, env_spec, *, agent: Callable[[], Any] | None = None
 ) -> Callable[[], Any]:

@@ -161,9 +161,8 @@ def evaluate_run(
     if not is_seed(seed):
         raise EvaluationSetupError(f"bad seed {seed!r}: must be {SEED_RANGE}")
 
-    from impala_rep.config.auto import ENV_AUTO_KEYS, resolve_auto_settings
-    from impala_rep.envs.factory import check_env_options, describe_env
-    from impala_rep.run.agents import agent_factory_for
+    from impala_rep.envs.factory import check_env_options
+    from impala_rep.run.agents import agent_factory_for, described_env
     from impala_rep.run.resume import load_run_config
     from impala_rep.run.user_code import load_env
     from impala_rep.run.video import check_video_path, write_gif
@@ -180,19 +179,8 @@ def evaluate_run(
             sticky_actions=config.env.sticky_actions,
             max_episode_steps=config.env.max_episode_steps,
         )
-        # A hand-made config may leave it to auto; a run's config.json has it.
-        config = resolve_auto_settings(
-            config,
-            None,
-            continuous_actions=False,
-            users_agent=agent is not None,
-            only=ENV_AUTO_KEYS,
-        )
-        env_spec = describe_env(
-            config.env.id,
-            observation_keys=config.env.observation_keys,
-            observation_nests=config.env.observation_nests,
-        )
+        # A hand-made config may leave observation_nests to auto; a run's config.json has it.
+        config, env_spec = described_env(config, users_agent=agent is not None)
         factory = agent_factory_for(config, env_spec, agent=agent)
     except ValueError as err:
         raise EvaluationSetupError(str(err)) from None

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 from impala_rep.config import TrainConfig
-from impala_rep.config.auto import ENV_AUTO_KEYS, resolve_auto_settings
+from impala_rep.config.auto import resolve_auto_settings
 from impala_rep.observation_nest import Shape
-from impala_rep.run.agents import builtin_agent_factory, with_extensions
+from impala_rep.run.agents import builtin_agent_factory, described_env, with_extensions
 from impala_rep.run.errors import SetupError
 from impala_rep.run.run_log import check_logdir
 
@@ -54,7 +54,7 @@ def prepare(
     Raises:
       SetupError: one line naming the bad value and what is allowed.
     """
-    from impala_rep.envs.factory import check_env_options, describe_env
+    from impala_rep.envs.factory import check_env_options
     from impala_rep.run.code_check import check_user_code
     from impala_rep.run.resources import check_devices, check_memory
     from impala_rep.run.resume import check_resumable, checkpoint_step
@@ -74,19 +74,7 @@ def prepare(
             max_episode_steps=config.env.max_episode_steps,
         )
         saved = check_resumable(config) if resume else None
-        config = resolve_auto_settings(
-            config,
-            None,
-            continuous_actions=False,
-            saved=saved,
-            users_agent=agent is not None,
-            only=ENV_AUTO_KEYS,
-        )
-        env_spec = describe_env(
-            config.env.id,
-            observation_keys=config.env.observation_keys,
-            observation_nests=config.env.observation_nests,
-        )
+        config, env_spec = described_env(config, users_agent=agent is not None, saved=saved)
         config = resolve_auto_settings(
             config,
             env_spec.observation_shape,
