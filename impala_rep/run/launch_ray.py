@@ -210,8 +210,16 @@ class RayLauncher:
             self._in_driver.host.wait_imported()
 
     def abort(self) -> None:
-        """A second signal: no time for a clean stop, but no Ray process may outlive us."""
-        if self._started_ray:
+        """A second signal: no time for a clean stop, but no Ray process may outlive us.
+
+        The embedded node's processes (raylet, GCS, their agents, the workers) are this
+        process's descendants: they are killed once it has exited. `ray.shutdown()` is the
+        fallback only (no /proc): run from a signal handler while the driver's threads are
+        in Ray calls, it can stop the raylet before the driver's core worker lets go of it,
+        and the core worker then ends the process itself with code 1 instead of 130."""
+        from impala_rep.run.shutdown import kill_descendants_after_exit
+
+        if self._started_ray and not kill_descendants_after_exit():
             ray.shutdown()
 
 

@@ -3,8 +3,8 @@
 A clean stop (checkpoint, actors stopped, logs flushed) needs the driver's loop
 to notice, so the first signal only records itself; the loop checks
 `StopSignals.received` on every report (at most `report_every_s` later). A
-second signal means the user will not wait: `on_second` runs (it shuts the
-embedded Ray down, so no Ray process outlives the command) and the process
+second signal means the user will not wait: `on_second` runs (it has the
+embedded Ray's processes killed as the command exits, so none outlives it) and the process
 exits at once with the conventional code 128 + signal number (130 for SIGINT,
 143 for SIGTERM).
 """
@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 from collections.abc import Callable
 from typing import TextIO
 
-__all__ = ["StopSignals", "exit_code", "exit_on_signals"]
+__all__ = ["StopSignals", "exit_code", "exit_on_signals", "kill_descendants_after_exit"]
 
 _HANDLED = (signal.SIGINT, signal.SIGTERM)
 
@@ -84,3 +85,44 @@ class StopSignals:
             self._on_second()
         finally:
             os._exit(exit_code(self.received))
+
+
+def kill_descendants_after_exit() -> bool:
+    """Has every process descended from this one now killed (SIGKILL) once this one has
+    exited, by a small process that outlives it; False where /proc lists no processes
+    (not Linux), with nothing done.
+
+    For an exit without a clean stop: the caller exits next. The reaper waits on a pipe
+    only this process holds the writing end of, so it acts when this process is gone
+    (a zombie too), however it ended, and never before."""
+    try:
+        parents = {int(p.name): _parent(p) for p in os.scandir("/proc") if p.name.isdigit()}
+    except OSError:
+        return False
+    children: dict[int, list[int]] = {}
+    for pid, parent in parents.items():
+        children.setdefault(parent, []).append(pid)
+    found, stack = [], [os.getpid()]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            found.append(child)
+            stack.append(child)
+    if found:
+        subprocess.Popen(
+            ["/bin/sh", "-c", 'cat >/dev/null; kill -9 "$@" 2>/dev/null', "reaper"]
+            + [str(pid) for pid in found],
+            stdin=subprocess.PIPE,  # its writing end stays open here until this process exits
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # not in the terminal's process group: a Ctrl-C spares it
+        )
+    return True
+
+
+def _parent(entry: os.DirEntry) -> int:
+    """The parent pid in /proc/PID/stat (-1 for a process gone meanwhile)."""
+    try:
+        with open(os.path.join(entry.path, "stat")) as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
