@@ -11,7 +11,8 @@ one-hot planes) and `direction` (`[4]` uint8, one-hot). The factory receives
 `observation_shape` as a dict of shapes, `{"direction": (4,), "image": (7, 7, 21)}`; `step`
 and `unroll` receive `inputs.observation` as a dict of tensors, `[B, ...]` and `[T+1, B', ...]`.
 A nest of vectors only (a `Dict` of a state and discrete codes, say) reaches it the same way,
-with no image to convolve.
+with no image to convolve. Any action space: `action_distribution` is the env's
+(docs/guide/custom-agents.md), so the policy head's width is `num_actions`, its parameters'.
 """
 
 from collections.abc import Mapping
@@ -28,8 +29,9 @@ class ImageAndVectorsAgent:
     """A small convolution for each image part, the other parts (vectors) joined to their
     features, one hidden layer, a policy and a value head."""
 
-    def __init__(self, *, image_keys, num_actions: int):
+    def __init__(self, *, image_keys, num_actions: int, action_distribution=None):
         self.num_actions = num_actions
+        self.action_distribution = action_distribution  # None: a softmax over the logits
         self._convs = {
             key: [layers.Conv2D(16, 3, activation="relu"), layers.Flatten()]
             for key in sorted(image_keys)
@@ -92,14 +94,18 @@ class ImageAndVectorsAgent:
 
 
 # --8<-- [start:factory]
-def make_agent(*, observation_shape, num_actions: int) -> ImageAndVectorsAgent:
+def make_agent(
+    *, observation_shape, num_actions: int, action_distribution=None
+) -> ImageAndVectorsAgent:
     """The `--agent` factory. `observation_shape` is a dict of shapes for a nest."""
     if not isinstance(observation_shape, Mapping):
         raise ValueError(
             f"this example needs a nest of observations, got shape {observation_shape}"
         )
     images = [key for key, shape in observation_shape.items() if len(shape) == 3]
-    return ImageAndVectorsAgent(image_keys=images, num_actions=num_actions)
+    return ImageAndVectorsAgent(
+        image_keys=images, num_actions=num_actions, action_distribution=action_distribution
+    )
 
 
 # --8<-- [end:factory]

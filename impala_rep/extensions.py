@@ -164,8 +164,9 @@ class RewardScaling(_AgentAndLossUnchanged):
 
 @dataclasses.dataclass(frozen=True)
 class ObservationNormalization:
-    """Vector observations standardised by the running mean and variance of every observation
-    trained on (`impala_rep.observation_normalization`), then clipped to [-clip, clip].
+    """Vector observations (each part of a nest of vectors) standardised by the running mean
+    and variance of every observation trained on (`impala_rep.observation_normalization`),
+    then clipped to [-clip, clip].
 
     The statistics are the agent's variable (published with the weights, checkpointed with
     them), moved by the learner after each update with the whole batch's moments. It keeps the
@@ -321,7 +322,11 @@ def extensions_for(loss: Any, env_spec: Any = None) -> tuple[Extension, ...]:
         extensions.append(RewardScaling(discount=float(loss.discount)))
     if loss.normalize_observations:
         _require_vectors(
-            env_spec, "normalize_observations True", "it", "images are scaled by their network"
+            env_spec,
+            "normalize_observations True",
+            "it",
+            "images are scaled by their network",
+            nests=True,
         )
         extensions.append(ObservationNormalization())
     if loss.popart:
@@ -346,14 +351,18 @@ def extensions_for(loss: Any, env_spec: Any = None) -> tuple[Extension, ...]:
     return tuple(extensions)
 
 
-def _require_vectors(env_spec: Any, setting: str, what: str, remedy: str) -> None:
-    """ValueError unless `env_spec` (or no spec: nothing to check) has vector observations, for
-    an extension whose networks or statistics take vectors only."""
+def _require_vectors(
+    env_spec: Any, setting: str, what: str, remedy: str, *, nests: bool = False
+) -> None:
+    """ValueError unless `env_spec` (or no spec: nothing to check) has vector observations (or,
+    `nests`, a nest of vectors), for an extension whose networks or statistics take those only."""
     shape = None if env_spec is None else env_spec.observation_shape
-    if shape is not None and (is_nest(shape) or len(shape) != 1):
-        raise ValueError(
-            f"bad {setting}: {what} needs vector observations, got shape {shape}; {remedy}"
-        )
+    if shape is None:
+        return
+    parts = shape.values() if nests and is_nest(shape) else [shape]
+    if any(is_nest(part) or len(part) != 1 for part in parts):
+        vectors = "vector observations (or a nest of vectors)" if nests else "vector observations"
+        raise ValueError(f"bad {setting}: {what} needs {vectors}, got shape {shape}; {remedy}")
 
 
 def batch_transforms(extensions: Sequence[Extension]) -> tuple[BatchTransform, ...]:

@@ -19,6 +19,9 @@ The extension `impala_rep.extensions.ObservationNormalization` wraps the run's a
   PopArt's statistics move): the next batch is normalised with them.
 - `HostNormalizingAgent` is the acting twin, in numpy, over the policy's own twin: with the
   built-in MLP, actors still import no TensorFlow.
+- A nest of vectors (a `Dict` of them given to your own agent, `--observation-nests`) has
+  statistics per part, as `VecNormalize` keeps them per key: its weights end with one `[3, D]`
+  array per part, in the nest's (sorted) key order.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from impala_rep.observation_nest import is_nest
+from impala_rep.observation_nest import is_nest, map_leaves
 
 __all__ = [
     "NormalizingAgent",
@@ -71,10 +74,11 @@ def updated_statistics(
 
 
 class NormalizingAgent:
-    """`policy` (any `impala_rep.Agent` for vector observations `[D]`) fed observations
-    standardised by the running statistics (see the module docstring).
+    """`policy` (any `impala_rep.Agent` for vector observations `[D]`, or a nest of them) fed
+    observations standardised by the running statistics (see the module docstring).
 
-    Its weights are the policy's, then the statistics `[3, D]` (count, mean, variance)."""
+    Its weights are the policy's, then the statistics `[3, D]` (count, mean, variance), one
+    per part of a nest."""
 
     def __init__(self, policy: Any, *, clip: float):
         self.policy = policy
@@ -89,30 +93,41 @@ class NormalizingAgent:
     def build(self, observation_shape: Sequence[int]) -> None:
         import tensorflow as tf
 
-        if is_nest(observation_shape) or len(observation_shape) != 1:
-            raise ValueError(
-                f"observation normalisation needs vector observations, got shape "
-                f"{observation_shape}"
-            )
+        check_vectors(observation_shape)
         self.policy.build(observation_shape)
         if self._statistics is None:
-            (size,) = observation_shape
-            # Assigned inside the replicated step with what every replica computed alike
-            # (whole-batch moments): the first replica's value is kept.
-            self._statistics = tf.Variable(
-                np.stack([np.zeros(size), np.zeros(size), np.ones(size)]).astype(np.float32),
-                trainable=False,
-                name="observation_statistics",
-                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
-            )
+
+            def variable(shape: Sequence[int], name: str) -> Any:
+                (size,) = shape
+                # Assigned inside the replicated step with what every replica computed alike
+                # (whole-batch moments): the first replica's value is kept.
+                return tf.Variable(
+                    np.stack([np.zeros(size), np.zeros(size), np.ones(size)]).astype(np.float32),
+                    trainable=False,
+                    name=name,
+                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+                )
+
+            if is_nest(observation_shape):
+                self._statistics = {
+                    key: variable(shape, f"observation_statistics_{key}")
+                    for key, shape in sorted(observation_shape.items())
+                }
+            else:
+                self._statistics = variable(observation_shape, "observation_statistics")
 
     def normalize(self, observation: Any) -> Any:
-        """`[..., D]` observations as the policy sees them."""
+        """`[..., D]` observations (or a nest of them) as the policy sees them."""
         import tensorflow as tf
         import tensorflow.experimental.numpy as tnp
 
-        x = tf.cast(observation, tf.float32)
-        return normalized(x, tf.convert_to_tensor(self._statistics), clip=self.clip, xp=tnp)
+        return map_leaves(
+            lambda x, statistics: normalized(
+                tf.cast(x, tf.float32), tf.convert_to_tensor(statistics), clip=self.clip, xp=tnp
+            ),
+            observation,
+            self._statistics,
+        )
 
     def step(self, inputs: Any, state: Any):
         return self.policy.step(
@@ -126,32 +141,33 @@ class NormalizingAgent:
 
     @property
     def statistics(self) -> Any:
+        """The statistics variable, or for a nest a dict of them."""
         return self._statistics
 
-    def update_statistics(self, observations: Any, *, applied: Any = True) -> None:
-        """Folds `[T, B', D]` observations (this replica's shard of the batch; every replica's
-        together when called inside a replicated step) into the statistics; nothing changes
-        where `applied` is False (an update the learner refused)."""
+    @property
+    def observation_count(self) -> Any:
+        """How many observations the statistics hold (every part of a nest holds as many)."""
         import tensorflow as tf
 
-        x = tf.cast(observations, tf.float32)
-        x = tf.reshape(x, [-1, tf.shape(x)[-1]])
-        mean, square_mean = tf.reduce_mean(x, 0), tf.reduce_mean(tf.square(x), 0)
-        count = tf.cast(tf.shape(x)[0], tf.float32)
-        context = tf.distribute.get_replica_context()
-        if context is not None and context.num_replicas_in_sync > 1:
-            # Equal shards: the whole batch's moments are the mean of the shards'.
-            mean, square_mean = context.all_reduce(tf.distribute.ReduceOp.MEAN, [mean, square_mean])
-            count = count * context.num_replicas_in_sync
-        new = updated_statistics(
-            statistics=self._statistics,
-            batch_mean=mean,
-            batch_variance=tf.maximum(square_mean - tf.square(mean), 0.0),
-            batch_count=count,
+        first = self._statistics
+        if is_nest(first):
+            first = first[min(first)]
+        return tf.convert_to_tensor(first)[0, 0]
+
+    def _statistics_list(self) -> list:
+        if is_nest(self._statistics):
+            return [self._statistics[key] for key in sorted(self._statistics)]
+        return [self._statistics]
+
+    def update_statistics(self, observations: Any, *, applied: Any = True) -> None:
+        """Folds `[T, B', D]` observations, or a nest of them, (this replica's shard of the
+        batch; every replica's together when called inside a replicated step) into the
+        statistics; nothing changes where `applied` is False (an update the learner refused)."""
+        map_leaves(
+            lambda x, statistics: _update(statistics, x, applied),
+            observations,
+            self._statistics,
         )
-        # tf.where, not tf.cond: an assign of a mirrored variable cannot sit in a cond branch.
-        applied = tf.convert_to_tensor(applied, tf.bool)
-        self._statistics.assign(tf.where(applied, new, tf.convert_to_tensor(self._statistics)))
 
     @property
     def trainable_variables(self) -> list:
@@ -159,23 +175,59 @@ class NormalizingAgent:
 
     @property
     def non_trainable_variables(self) -> list:
-        return [*getattr(self.policy, "non_trainable_variables", ()), self._statistics]
+        return [*getattr(self.policy, "non_trainable_variables", ()), *self._statistics_list()]
 
     def get_weights(self) -> list[np.ndarray]:
         from impala_rep.agent import weights_of
 
-        return [*self.policy.get_weights(), *weights_of([self._statistics])]
+        return [*self.policy.get_weights(), *weights_of(self._statistics_list())]
 
     def set_weights(self, weights: Sequence[np.ndarray]) -> None:
         from impala_rep.agent import assign_weights
 
-        self.policy.set_weights(list(weights[:-1]))
-        assign_weights([self._statistics], list(weights[-1:]))
+        statistics = self._statistics_list()
+        self.policy.set_weights(list(weights[: -len(statistics)]))
+        assign_weights(statistics, list(weights[-len(statistics) :]))
+
+
+def check_vectors(observation_shape: Any) -> None:
+    """ValueError unless `observation_shape` is a vector's `[D]` or a nest of them."""
+    parts = observation_shape.values() if is_nest(observation_shape) else [observation_shape]
+    if any(len(part) != 1 for part in parts):
+        raise ValueError(
+            "observation normalisation needs vector observations (or a nest of vectors), got "
+            f"shape {observation_shape}"
+        )
+
+
+def _update(statistics: Any, observations: Any, applied: Any) -> None:
+    """One statistics variable with `[T, B', D]` observations folded in (where `applied`)."""
+    import tensorflow as tf
+
+    x = tf.cast(observations, tf.float32)
+    x = tf.reshape(x, [-1, tf.shape(x)[-1]])
+    mean, square_mean = tf.reduce_mean(x, 0), tf.reduce_mean(tf.square(x), 0)
+    count = tf.cast(tf.shape(x)[0], tf.float32)
+    context = tf.distribute.get_replica_context()
+    if context is not None and context.num_replicas_in_sync > 1:
+        # Equal shards: the whole batch's moments are the mean of the shards'.
+        mean, square_mean = context.all_reduce(tf.distribute.ReduceOp.MEAN, [mean, square_mean])
+        count = count * context.num_replicas_in_sync
+    new = updated_statistics(
+        statistics=statistics,
+        batch_mean=mean,
+        batch_variance=tf.maximum(square_mean - tf.square(mean), 0.0),
+        batch_count=count,
+    )
+    # tf.where, not tf.cond: an assign of a mirrored variable cannot sit in a cond branch.
+    applied = tf.convert_to_tensor(applied, tf.bool)
+    statistics.assign(tf.where(applied, new, tf.convert_to_tensor(statistics)))
 
 
 class HostNormalizingAgent:
     """`NormalizingAgent`'s acting twin: `policy_twin` (the policy's own twin) fed observations
-    standardised in numpy by the statistics, the last of the weights it is given."""
+    standardised in numpy by the statistics, the last of the weights it is given (the last
+    few, one per part of a nest in its key order)."""
 
     is_acting_twin = True
 
@@ -185,8 +237,13 @@ class HostNormalizingAgent:
         self.num_actions = policy_twin.num_actions
         self.action_distribution = getattr(policy_twin, "action_distribution", None)
 
-    def weight_shapes(self, observation_shape: Sequence[int]) -> list[tuple[int, ...]]:
-        return [*self.policy.weight_shapes(observation_shape), (3, *observation_shape)]
+    def weight_shapes(self, observation_shape: Any) -> list[tuple[int, ...]]:
+        parts = (
+            [observation_shape[key] for key in sorted(observation_shape)]
+            if is_nest(observation_shape)
+            else [observation_shape]
+        )
+        return [*self.policy.weight_shapes(observation_shape), *((3, *p) for p in parts)]
 
     def initial_state(self, batch_size: int) -> Any:
         """The policy twin's (a recurrent one's state, in numpy); `()` if it keeps none."""
@@ -196,10 +253,20 @@ class HostNormalizingAgent:
     def host_step(self, weights: Sequence[np.ndarray], inputs: Any, *state: Any) -> Any:
         """The policy twin's step on the normalised observations; a recurrent twin's `state`
         passes through (`actors/host_policy.py`)."""
-        *policy_weights, statistics = weights
-        observation = normalized(
-            np.asarray(inputs.observation, np.float32), statistics, clip=self.clip
-        ).astype(np.float32)
+        observation = inputs.observation
+        parts = len(observation) if is_nest(observation) else 1
+        policy_weights, statistics = weights[:-parts], weights[-parts:]
+        if is_nest(observation):
+            statistics = dict(zip(sorted(observation), statistics, strict=True))
+        else:
+            (statistics,) = statistics
+        observation = map_leaves(
+            lambda x, s: normalized(np.asarray(x, np.float32), s, clip=self.clip).astype(
+                np.float32
+            ),
+            observation,
+            statistics,
+        )
         return self.policy.host_step(
             policy_weights, inputs._replace(observation=observation), *state
         )
@@ -229,9 +296,9 @@ def normalizing_loss_fn(
         **tensors,
     )
     # The T steps taken, not the bootstrap observation [-1] (the next batch's first).
-    steps = tf.convert_to_tensor(inputs.observation)[:-1]
+    steps = map_leaves(lambda x: tf.convert_to_tensor(x)[:-1], inputs.observation)
     update = functools.partial(agent.update_statistics, steps)
-    count = tf.convert_to_tensor(agent.statistics)[0, 0]
+    count = agent.observation_count
     return base._replace(
         means={**base.means, "observation_count": count},
         after_update=chain_after_updates(base.after_update, update),

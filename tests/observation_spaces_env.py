@@ -9,6 +9,8 @@
   ("direction": the step number mod 4) and a Text ("mission"), which needs keys kept;
 - `observation_spaces_env:PixelsAndState-v0`: a Tuple of a bool image ([4, 4, 2], every cell
   True at odd step numbers) and CartPole's Box state, which travels as a nest;
+- `observation_spaces_env:DictPendulum-v0`: Pendulum (a Box action) whose observation is a
+  Dict of its state ("state", [3]) and its angular velocity alone ("velocity", [1]);
 - `observation_spaces_env:WideIntegerPixels-v0`: a Dict of an int64 image with values up to
   1000 and CartPole's state: an image no CNN here takes.
 """
@@ -96,6 +98,19 @@ class WideIntegerPixels(gymnasium.ObservationWrapper):
         return {"image": np.zeros((4, 4, 1), np.int64), "state": observation}
 
 
+class DictPendulum(gymnasium.ObservationWrapper):
+    def __init__(self):
+        super().__init__(gymnasium.make("Pendulum-v1"))
+        state = self.env.observation_space
+        self.observation_space = gymnasium.spaces.Dict(
+            {"state": state, "velocity": gymnasium.spaces.Box(state.low[2:], state.high[2:])}
+        )
+
+    def observation(self, state):
+        return {"state": state, "velocity": state[2:]}
+
+
+gymnasium.register(id="DictPendulum-v0", entry_point=DictPendulum)
 gymnasium.register(id="PixelsAndState-v0", entry_point=PixelsAndState)
 gymnasium.register(id="WideIntegerPixels-v0", entry_point=WideIntegerPixels)
 gymnasium.register(id="TextObservation-v0", entry_point=TextObservation)

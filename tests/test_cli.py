@@ -639,6 +639,10 @@ def test_continuous_control_gets_observation_normalisation_and_a_separate_value_
     assert resolved("--env", "Pendulum-v1", "--no-normalize-observations") == (False, True)
     assert resolved("--env", "Pendulum-v1", "--no-separate-value-network") == (True, False)
     assert resolved("--normalize-observations", "--separate-value-network") == (True, True)
+    # A Dict of vectors reaching the user's agent as a nest: statistics per part.
+    example = pathlib.Path(__file__).parents[1] / "examples" / "dict_observation_agent.py"
+    nest = ["--env", "observation_spaces_env:DictPendulum-v0", "--agent", f"{example}:make_agent"]
+    assert resolved(*nest) == (True, False)  # a user's agent: no built-in value network
     # A module name of its own (one file of a name per process): the IMPALA loss under it.
     (tmp_path / "continuous_loss.py").write_text("from impala_rep import impala_loss_fn as f\n")
     loss = f"{tmp_path / 'continuous_loss.py'}:f"

@@ -225,21 +225,30 @@ def test_a_custom_agent_receives_vectors_and_codes_as_a_nest_and_evaluates_from_
     tmp_path, monkeypatch
 ):
     # A Dict of CartPole's state and a MultiDiscrete: flattened for the built-in MLP, a nest
-    # for the user's agent (observation_nests auto), recorded so resume and evaluate agree.
+    # for the user's agent (observation_nests auto), recorded so resume and evaluate agree;
+    # normalised part by part (each part's statistics in the checkpoint, resumed with it).
     example = pathlib.Path(__file__).parents[1] / "examples" / "dict_observation_agent.py"
     logdir = tmp_path / "run"
     common = ["--launcher", "local", "--num-actors", "1", "--envs-per-actor", "8"]
     run = command_in_process(
         "train", "--env", MIXED, "--agent", f"{example}:make_agent", "--total-frames", "1600",
-        "--batch-size", "4", "--logdir", str(logdir), *common,
+        "--batch-size", "4", "--normalize-observations", "--logdir", str(logdir), *common,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     saved = json.loads((logdir / "config.json").read_text())
     assert saved["env"]["observation_nests"] is True
     assert saved["loss"]["kl_cost"] > 0  # a nest of vectors is vectors to the auto rules
+    assert saved["loss"]["normalize_observations"] is True
+    first = read_metrics(logdir)
+    counts = [r["observation_count"] for r in first if r.get("observation_count") is not None]
+    assert counts and counts[-1] > 0
     resumed = command_in_process("train", "--resume", str(logdir), "--total-frames", "3200")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert read_metrics(logdir)[-1]["frames"] >= 3200
+    # The statistics went on from the checkpoint: still counting up, not from 0.
+    later = [r.get("observation_count") for r in read_metrics(logdir)[len(first) :]]
+    later = [c for c in later if c is not None]
+    assert later and min(later) >= counts[-1] and max(later) > counts[-1]
     monkeypatch.chdir(tmp_path)
     evaluated = command_in_process("evaluate", str(logdir), "--episodes", "2")
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]

@@ -7,6 +7,7 @@ in tests/test_loss_fn.py; a run trained, resumed and evaluated with it, in
 tests/test_action_spaces.py."""
 
 import functools
+import pathlib
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from impala_rep.agent_factory import acting_agent
 from impala_rep.distributions import DiagGaussian
 from impala_rep.extensions import ObservationNormalization, extensions_for
 from impala_rep.observation_normalization import (
+    HostNormalizingAgent,
     NormalizingAgent,
     normalized,
     normalizing_loss_fn,
@@ -92,6 +94,82 @@ def test_the_actors_twin_acts_as_the_compiled_agent(distribution):
     np.testing.assert_allclose(host.baseline, compiled.baseline, rtol=1e-4, atol=1e-4)
 
 
+class _IdentityTwin:
+    """A policy twin that returns the observations it is given: what the normalising twin fed it."""
+
+    num_actions = 2
+
+    def weight_shapes(self, observation_shape):
+        return []
+
+    def host_step(self, weights, inputs):
+        assert weights == []
+        return inputs.observation
+
+
+def test_a_nest_of_vectors_keeps_statistics_per_part_in_the_agent_and_its_twin():
+    """A `Dict` of vectors given to a user's agent: each part standardised by its own
+    statistics (against numpy over every observation folded in), published after the policy's
+    weights in key order, and the actors' twin normalising as the compiled agent does."""
+    import importlib.util
+
+    example = pathlib.Path(__file__).parents[1] / "examples" / "dict_observation_agent.py"
+    spec = importlib.util.spec_from_file_location("dict_observation_agent", example)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    make_nest_agent = module.make_agent
+
+    shape = {"b": (2,), "a": (3,)}  # built from an unsorted dict: the order is the keys'
+    agent = NormalizingAgent(make_nest_agent(observation_shape=shape, num_actions=2), clip=3.0)
+    agent.build(shape)
+    rng = np.random.default_rng(3)
+    seen = {"a": [], "b": []}
+    for size, scale, shift in [(5, 1.0, 0.0), (40, 20.0, 50.0), (300, 2.0, -3.0)]:
+        batch = {
+            key: (rng.normal(size=(size, 2, width)) * scale + shift).astype(np.float32)
+            for key, width in (("a", 3), ("b", 2))
+        }
+        agent.update_statistics(batch)
+        for key in seen:
+            seen[key].append(batch[key].reshape(-1, batch[key].shape[-1]))
+    weights = agent.get_weights()
+    for key, statistics in zip(("a", "b"), weights[-2:], strict=True):
+        every = np.concatenate(seen[key])
+        np.testing.assert_allclose(statistics[0], len(every))
+        np.testing.assert_allclose(statistics[1], every.mean(0), rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(statistics[2], every.var(0), rtol=1e-3)
+    assert float(agent.observation_count) == len(np.concatenate(seen["a"]))
+
+    observation = {
+        "a": (rng.normal(size=(16, 3)) * 30.0 + 40.0).astype(np.float32),
+        "b": rng.normal(size=(16, 2)).astype(np.float32),
+    }
+    compiled = agent.normalize(observation)
+    for key, statistics in zip(("a", "b"), weights[-2:], strict=True):
+        np.testing.assert_allclose(
+            compiled[key], normalized(observation[key], statistics, clip=3.0), rtol=1e-5, atol=1e-5
+        )
+    twin = HostNormalizingAgent(_IdentityTwin(), clip=3.0)
+    assert twin.weight_shapes(shape) == [(3, 3), (3, 2)]
+    host = twin.host_step(weights[-2:], _inputs(observation))
+    for key in ("a", "b"):
+        np.testing.assert_allclose(host[key], compiled[key], rtol=1e-5, atol=1e-5)
+
+    # The weights round-trip into a new agent, each part's statistics to its own variable.
+    other = NormalizingAgent(make_nest_agent(observation_shape=shape, num_actions=2), clip=3.0)
+    other.build(shape)
+    other.set_weights(weights)
+    for mine, theirs in zip(other.get_weights(), weights, strict=True):
+        np.testing.assert_array_equal(mine, theirs)
+
+
+def test_a_nest_with_an_image_is_refused():
+    with pytest.raises(ValueError, match=r"needs vector observations \(or a nest of vectors\)"):
+        NormalizingAgent(MLPAgent(num_actions=2), clip=10.0).build(
+            {"image": (5, 5, 3), "state": (4,)}
+        )
+
+
 def _learner(agent, loss_fn, extensions):
     return Learner(
         agent=agent,
@@ -141,7 +219,10 @@ def test_image_observations_are_refused():
     class Images:
         observation_shape = (10, 10, 4)
 
-    with pytest.raises(ValueError, match=r"needs vector observations, got shape \(10, 10, 4\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"needs vector observations \(or a nest of vectors\), got shape \(10, 10, 4\)",
+    ):
         extensions_for(LossConfig(normalize_observations=True), Images())
 
 

@@ -93,8 +93,9 @@ AUTO_RULES: tuple[AutoRule, ...] = (
     ),
     AutoRule(
         "normalize_observations",
-        "on for continuous actions and vector observations (one vector, not a nest), else off",
-        lambda kind: kind.continuous and kind.vectors and not kind.nest,
+        "on for continuous actions and vector observations (one vector, or a nest of them: "
+        "statistics per part), else off",
+        lambda kind: kind.continuous and kind.vectors,
         why="Continuous control by default",
     ),
     AutoRule(
