@@ -100,7 +100,12 @@ def pytest_collection_modifyitems(config, items):
         items[:] = kept
         # For the whole session, not per test: module-scoped fixtures (a worker process
         # shared by a module's tests) start before any per-test fixture. Here, after
-        # collection: pytest-xdist's controller never collects, its workers do.
+        # collection: pytest-xdist's controller never collects, its workers do. TensorFlow is
+        # imported first: its import starts processes once per process (h5py's `uname -p`,
+        # matplotlib's font search through Keras), which a file whose tests import it first
+        # would otherwise be blamed for when run alone. The tier imports it anyway.
+        import tensorflow  # noqa: F401
+
         subprocess.Popen.__init__ = _refuse_launch
 
 
