@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 import tensorflow as tf
 
+from impala_rep.agent_factory import check_value_network
 from impala_rep.agent_io import AgentInputs, AgentOutput  # noqa: F401  (their documented home)
 from impala_rep.distributions import policy_head_sizes
 from impala_rep.host_mlp import MLPHostAgent
@@ -196,8 +197,9 @@ class MLPAgent:
     ):
         if num_actions < 1:
             raise ValueError(f"num_actions must be >= 1, got {num_actions}")
-        if value_hidden_sizes is not None and not separate_value_network:
-            raise ValueError("value_hidden_sizes applies to a separate value network")
+        check_value_network(
+            separate_value_network=separate_value_network, value_hidden_sizes=value_hidden_sizes
+        )
         self.num_actions = num_actions
         self.action_distribution = action_distribution
         self._initial_log_std = float(initial_log_std)

@@ -148,12 +148,10 @@ def make_agent(
                 ),
             )
         settings["separate_value_network"] = bool(separate_value_network)
+        check_value_network(
+            separate_value_network=separate_value_network, value_hidden_sizes=value_hidden_sizes
+        )
         if value_hidden_sizes is not None:
-            if not separate_value_network:
-                raise ValueError(
-                    "value_hidden_sizes applies to a separate value network "
-                    "(separate_value_network True)"
-                )
             settings["value_hidden_sizes"] = tuple(int(h) for h in value_hidden_sizes)
         return AgentBuilder(
             build=functools.partial(
@@ -265,3 +263,12 @@ def _network(**kwargs: Any) -> Any:
     from impala_rep.networks import NetworkAgent
 
     return NetworkAgent(**kwargs)
+
+
+def check_value_network(*, separate_value_network: bool, value_hidden_sizes: Any) -> None:
+    """ValueError for a value network's own layer sizes where it has no network of its own
+    (`MLPAgent`; and `make_agent`, whose builder would otherwise fail only when called)."""
+    if value_hidden_sizes is not None and not separate_value_network:
+        raise ValueError(
+            "value_hidden_sizes applies to a separate value network (separate_value_network True)"
+        )
