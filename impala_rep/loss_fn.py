@@ -170,7 +170,8 @@ def impala_loss_fn(
             entropy_cost=config.entropy_cost,
             clip_rho_threshold=config.clip_rho_threshold,
             clip_pg_rho_threshold=config.clip_pg_rho_threshold,
-            lambda_=config.lambda_,
+            # None (auto), like kl_cost below, is the paper's 1 in a LossConfig given by hand.
+            lambda_=1.0 if config.lambda_ is None else config.lambda_,
             surrogate_clip=config.surrogate_clip,
             # None (auto) is resolved from the observations by `train` (run/prepare.py); in a
             # LossConfig given to a Learner by hand it means off, IMPALA's own loss.

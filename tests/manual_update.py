@@ -33,7 +33,7 @@ def manual_impala_loss(agent, batch, config) -> tf.Tensor:
         entropy_cost=config.entropy_cost,
         clip_rho_threshold=config.clip_rho_threshold,
         clip_pg_rho_threshold=config.clip_pg_rho_threshold,
-        lambda_=config.lambda_,
+        lambda_=1.0 if config.lambda_ is None else config.lambda_,  # auto: 1 by hand
         surrogate_clip=config.surrogate_clip,
         kl_cost=config.kl_cost or 0.0,
         normalize_advantages=config.normalize_advantages,

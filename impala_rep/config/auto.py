@@ -25,6 +25,7 @@ __all__ = [
     "RunKind",
     "AUTO_RULES",
     "AUTO_KL_COST",
+    "AUTO_CONTINUOUS_LAMBDA",
     "ENV_AUTO_KEYS",
     "AUTO_RND_COST",
     "resolve_auto_settings",
@@ -42,6 +43,8 @@ AUTO_RND_COST = 10.0
 # The KL term's weight on vector observations: it holds back the passes that overshoot once
 # CartPole is solved without slowing Acrobot (docs/notebook.md, "A KL term").
 AUTO_KL_COST = 0.3
+# V-trace's lambda for continuous actions: PPO's GAE lambda, traces cut sooner (lower variance).
+AUTO_CONTINUOUS_LAMBDA = 0.95
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +93,12 @@ AUTO_RULES: tuple[AutoRule, ...] = (
         f"{AUTO_KL_COST:g} for vector observations, 0 for images",
         lambda kind: AUTO_KL_COST if kind.vectors else 0.0,
         why="A KL term",
+    ),
+    AutoRule(
+        "lambda",
+        f"{AUTO_CONTINUOUS_LAMBDA:g} for continuous actions, else 1 (the paper's V-trace)",
+        lambda kind: AUTO_CONTINUOUS_LAMBDA if kind.continuous else 1.0,
+        why="Continuous control, held out",
     ),
     AutoRule(
         "normalize_observations",

@@ -169,7 +169,7 @@ class AgentConfig:
         (64, 64), "the MLP's layer sizes, e.g. 64,64", metavar="N,N,..."
     )
     initial_log_std: float = _field(
-        0.0,
+        -1.0,
         "where a Gaussian policy's log standard deviations start (continuous actions; "
         "SB3's log_std_init)",
         metavar="X",
@@ -386,14 +386,16 @@ class LossConfig:
     clip_pg_rho_threshold: float | None = _field(
         1.0, "V-trace policy-gradient rho clip (none: no clipping)"
     )
-    lambda_: float = _field(1.0, "V-trace lambda (1: the paper's V-trace)", flag="--lambda")
+    lambda_: float | None = _field(
+        None, "V-trace lambda (1: the paper's V-trace)", flag="--lambda", metavar="LAMBDA"
+    )
     surrogate_clip: float | None = _field(
         0.2,
         "none: IMPALA's policy gradient; a number epsilon: APPO's clipped surrogate "
         "min(rA, clip(r, 1-epsilon, 1+epsilon)A) on V-trace advantages, r = pi/mu",
     )
-    # kl_cost, normalize_advantages and rnd_cost: None is auto, decided (and described in the
-    # help) by impala_rep.config.auto.
+    # lambda_, kl_cost, normalize_advantages and rnd_cost: None is auto, decided (and
+    # described in the help) by impala_rep.config.auto.
     kl_cost: float | None = _field(
         None, "weight of KL(behaviour policy || learner policy) in the loss", metavar="C"
     )
@@ -450,7 +452,8 @@ class LossConfig:
     )
 
     def __post_init__(self):
-        _numbers(self, ("discount", "lambda_"), lambda v: 0 <= v <= 1, "must be in [0, 1]")
+        _numbers(self, ("discount",), lambda v: 0 <= v <= 1, "must be in [0, 1]")
+        _numbers(self, ("lambda_",), lambda v: 0 <= v <= 1, "must be in [0, 1]", optional=True)
         _numbers(self, ("baseline_cost", "entropy_cost"), lambda v: v >= 0, "must be >= 0")
         _numbers(self, ("kl_cost", "rnd_cost"), lambda v: v >= 0, "must be >= 0", optional=True)
         _numbers(
