@@ -643,6 +643,12 @@ def test_continuous_control_gets_observation_normalisation_and_a_separate_value_
     example = pathlib.Path(__file__).parents[1] / "examples" / "dict_observation_agent.py"
     nest = ["--env", "observation_spaces_env:DictPendulum-v0", "--agent", f"{example}:make_agent"]
     assert resolved(*nest) == (True, False)  # a user's agent: no built-in value network
+    # And V-trace's lambda: PPO's 0.95 for continuous actions, the paper's 1 otherwise.
+    lambdas = [
+        prepare(config_from_args(parse_args(["train", *argv]))).config.loss.lambda_
+        for argv in (["--env", "Pendulum-v1"], [], ["--env", "Pendulum-v1", "--lambda", "1"])
+    ]
+    assert lambdas == [0.95, 1.0, 1.0]
     # A module name of its own (one file of a name per process): the IMPALA loss under it.
     (tmp_path / "continuous_loss.py").write_text("from impala_rep import impala_loss_fn as f\n")
     loss = f"{tmp_path / 'continuous_loss.py'}:f"
@@ -664,6 +670,11 @@ def test_a_continuous_run_from_before_the_settings_resumes_without_them(tmp_path
         config = prepare(given, resume=True).config
         return config.loss.normalize_observations, config.agent.separate_value_network
 
+    def settings(run):
+        given = TrainConfig.from_keys({"logdir": str(run), "env": "Pendulum-v1"})
+        config = prepare(given, resume=True).config
+        return config.loss.lambda_, config.agent.initial_log_std
+
     new = _fake_run(tmp_path / "new", env="Pendulum-v1")  # resolved as CartPole's: set here
     data = json.loads((new / "config.json").read_text())
     data["loss"]["normalize_observations"] = data["agent"]["separate_value_network"] = True
@@ -672,8 +683,13 @@ def test_a_continuous_run_from_before_the_settings_resumes_without_them(tmp_path
     old = _fake_run(tmp_path / "old", env="Pendulum-v1")
     data = json.loads((old / "config.json").read_text())
     del data["loss"]["normalize_observations"], data["agent"]["separate_value_network"]
+    # Before the log-stds' flag existed they started at 0 (the default is -1 now); lambda
+    # was always written, 1 for every run then (auto now: 0.95 for continuous actions).
+    del data["agent"]["initial_log_std"]
+    data["loss"]["lambda_"] = 1.0
     (old / "config.json").write_text(json.dumps(data))
     assert resumed(old) == (False, False)
+    assert settings(old) == (1.0, 0.0)
 
 
 def test_a_resumed_run_keeps_the_automatic_settings_it_trained_with(tmp_path):

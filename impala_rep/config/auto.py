@@ -26,6 +26,7 @@ __all__ = [
     "AUTO_RULES",
     "AUTO_KL_COST",
     "AUTO_CONTINUOUS_LAMBDA",
+    "AUTO_INITIAL_LOG_STD",
     "ENV_AUTO_KEYS",
     "AUTO_RND_COST",
     "resolve_auto_settings",
@@ -45,6 +46,8 @@ AUTO_RND_COST = 10.0
 AUTO_KL_COST = 0.3
 # V-trace's lambda for continuous actions: PPO's GAE lambda, traces cut sooner (lower variance).
 AUTO_CONTINUOUS_LAMBDA = 0.95
+# Where a Gaussian policy's log-stds start: noise of std 0.37 on actions bounded to [-1, 1].
+AUTO_INITIAL_LOG_STD = -1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +101,12 @@ AUTO_RULES: tuple[AutoRule, ...] = (
         "lambda",
         f"{AUTO_CONTINUOUS_LAMBDA:g} for continuous actions, else 1 (the paper's V-trace)",
         lambda kind: AUTO_CONTINUOUS_LAMBDA if kind.continuous else 1.0,
+        why="Continuous control, held out",
+    ),
+    AutoRule(
+        "initial_log_std",
+        f"{AUTO_INITIAL_LOG_STD:g} for continuous actions (a Gaussian policy), else 0 (unused)",
+        lambda kind: AUTO_INITIAL_LOG_STD if kind.continuous else 0.0,
         why="Continuous control, held out",
     ),
     AutoRule(

@@ -36,7 +36,6 @@ BEFORE_THE_FIELD = {
     "separate_value_network": False,
     "observation_nests": False,
     "lambda": 1.0,  # auto since; a run's config.json always held its value
-    # Not a field added later, but a default changed: a continuous run from before kept 0.
     "initial_log_std": 0.0,
 }
 

@@ -168,8 +168,8 @@ class AgentConfig:
     hidden_sizes: tuple[int, ...] = _field(
         (64, 64), "the MLP's layer sizes, e.g. 64,64", metavar="N,N,..."
     )
-    initial_log_std: float = _field(
-        -1.0,
+    initial_log_std: float | None = _field(
+        None,
         "where a Gaussian policy's log standard deviations start (continuous actions; "
         "SB3's log_std_init)",
         metavar="X",
@@ -216,7 +216,8 @@ class AgentConfig:
             self.separate_value_network,
             "applies to the built-in MLP, not to an --agent of your own",
         )
-        _numbers(self, ("initial_log_std",), lambda v: -10 <= v <= 2, "must be in [-10, 2]")
+        in_range = lambda v: -10 <= v <= 2  # noqa: E731
+        _numbers(self, ("initial_log_std",), in_range, "must be in [-10, 2]", optional=True)
         for key in ("hidden_sizes", "value_hidden_sizes"):  # None: value's are hidden_sizes
             sizes = getattr(self, key)
             require(

@@ -48,7 +48,8 @@ def default_agent_factory(
         hidden_sizes=tuple(agent.hidden_sizes),
         observation_normalization=observation_normalization,
         action_distribution=action_distribution,
-        initial_log_std=agent.initial_log_std,
+        # None (auto) is resolved by `prepare`; unresolved, the agent's own default.
+        initial_log_std=0.0 if agent.initial_log_std is None else agent.initial_log_std,
         separate_value_network=agent.separate_value_network,
         value_hidden_sizes=agent.value_hidden_sizes,
     )
