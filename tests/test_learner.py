@@ -376,7 +376,7 @@ def test_make_optimizer_is_called_inside_the_scope(replicator):
             -1.0,
             "must be > 0, or None",
         ),
-        (LossConfig, "lambda_", "lambda", -0.1, r"must be in \[0, 1\]"),
+        (LossConfig, "lambda_", "lambda", -0.1, r"must be in \[0, 1\], or None"),
         (OptimizerConfig, "rmsprop_decay", "rmsprop_decay", 1.0, r"must be in \[0, 1\)"),
         (OptimizerConfig, "rmsprop_epsilon", "rmsprop_epsilon", 0.0, "must be a positive number"),
         (OptimizerConfig, "rmsprop_momentum", "rmsprop_momentum", -0.5, r"must be in \[0, 1\)"),
