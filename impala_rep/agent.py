@@ -84,11 +84,14 @@ def layer_variables(layers: Sequence[tf.keras.layers.Layer]) -> list[tf.Variable
     return [v for layer in layers for v in layer.trainable_variables]
 
 
-def free_params_variable(count: int, *, initial_log_std: float) -> tf.Variable:
+def free_params_variable(distribution: Any, *, initial_log_std: float) -> tf.Variable:
     """The policy's state-independent parameters (a Gaussian's log standard deviations, one per
-    action dimension), all starting at `initial_log_std`: the built-in agents' last weight."""
+    action dimension), starting at `initial_log_std` relative to each dimension's half range
+    (`DiagGaussian.initial_free_params`): the built-in agents' last weight."""
     return tf.Variable(
-        tf.fill([count], float(initial_log_std)), trainable=True, name="policy_free_params"
+        distribution.initial_free_params(float(initial_log_std)),
+        trainable=True,
+        name="policy_free_params",
     )
 
 
@@ -241,7 +244,7 @@ class MLPAgent:
     def build(self, observation_shape: Sequence[int]) -> None:
         if self._free_params and self._free is None:
             self._free = free_params_variable(
-                self._free_params, initial_log_std=self._initial_log_std
+                self.action_distribution, initial_log_std=self._initial_log_std
             )
         dummy = tf.zeros([1, *observation_shape], tf.float32)
         self._forward(dummy)

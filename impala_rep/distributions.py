@@ -313,6 +313,14 @@ class DiagGaussian(_ComparedByRepr):
     def __repr__(self) -> str:
         return f"DiagGaussian(low={self.low.tolist()}, high={self.high.tolist()})"
 
+    def initial_free_params(self, initial_log_std: float) -> np.ndarray:
+        """`[dim]` starting log standard deviations: `initial_log_std` relative to each
+        dimension's half range, `initial_log_std + log((high - low) / 2)`, so one setting
+        starts every task's noise at the same fraction of its actions' range (std 0.37 of the
+        half range at -1: 0.37 on MuJoCo's [-1, 1], 0.74 on Pendulum's [-2, 2])."""
+        half_range = (self.high.astype(np.float64) - self.low) / 2
+        return (initial_log_std + np.log(half_range)).astype(np.float32)
+
     def _split(self, params: Any) -> tuple[Any, Any]:
         _checked_width(params, self.num_params, "DiagGaussian")
         return params[..., : self.dim], params[..., self.dim :]

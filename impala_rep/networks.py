@@ -337,7 +337,7 @@ class NetworkAgent:
             )
         if self._free_params and self._free is None:
             self._free = free_params_variable(
-                self._free_params, initial_log_std=self._initial_log_std
+                self.action_distribution, initial_log_std=self._initial_log_std
             )
         inputs = AgentInputs(
             observation=observation,

@@ -178,7 +178,8 @@ def test_multi_discrete_actions_are_one_categorical_sample_per_entry():
 @pytest.mark.parametrize("use_lstm", [False, True])
 def test_the_log_stds_start_where_the_config_says(use_lstm):
     """`--initial-log-std` reaches the built-in agents (MLP and its LSTM form) through the run's
-    agent factory: their last weight, the log standard deviations, starts there."""
+    agent factory: their last weight, the log standard deviations, starts there relative to
+    the action's half range (Pendulum's [-2, 2]: log 2 added)."""
     from impala_rep.config import TrainConfig
     from impala_rep.envs import describe_env
     from impala_rep.run.agents import builtin_agent_factory
@@ -187,10 +188,10 @@ def test_the_log_stds_start_where_the_config_says(use_lstm):
     config = TrainConfig.from_keys({"initial_log_std": -1.5, "use_lstm": use_lstm})
     agent = builtin_agent_factory(config, env_spec)()
     agent.build(env_spec.observation_shape)
-    np.testing.assert_array_equal(agent.get_weights()[-1], [-1.5])
-    default = builtin_agent_factory(TrainConfig(), env_spec)()
+    np.testing.assert_allclose(agent.get_weights()[-1], [-1.5 + np.log(2.0)], rtol=1e-6)
+    default = builtin_agent_factory(TrainConfig(), env_spec)()  # auto, unresolved: 0
     default.build(env_spec.observation_shape)
-    np.testing.assert_array_equal(default.get_weights()[-1], [0.0])
+    np.testing.assert_allclose(default.get_weights()[-1], [np.log(2.0)], rtol=1e-6)
 
 
 def test_a_separate_value_network_leaves_the_policy_to_its_own_torso():

@@ -456,7 +456,9 @@ def test_an_lstm_over_the_mlp_acts_with_any_distribution_and_its_unroll_is_its_s
     assert out.policy_logits.shape == (T, B, distribution.num_params)
     if kind == "gaussian":  # the log-stds: one free variable, the same in every state
         assert agent.trainable_variables[-1].shape == (2,)
-        np.testing.assert_array_equal(out.policy_logits[..., 2:], np.zeros((T, B, 2)))
+        # Starting at 0 relative to each dimension's half range (1 and 2): log 1 and log 2.
+        log_stds = np.broadcast_to(np.log([1.0, 2.0], dtype=np.float32), (T, B, 2))
+        np.testing.assert_allclose(out.policy_logits[..., 2:], log_stds, rtol=1e-6)
     # The previous action reaches the core: another one changes the outputs.
     other = inputs._replace(prev_action=np.roll(prev_actions, 1, axis=1))
     changed, _ = agent.unroll(other, state)

@@ -170,8 +170,8 @@ class AgentConfig:
     )
     initial_log_std: float | None = _field(
         None,
-        "where a Gaussian policy's log standard deviations start (continuous actions; "
-        "SB3's log_std_init)",
+        "where a Gaussian policy's log standard deviations start, relative to each action "
+        "dimension's half range (continuous actions; SB3's log_std_init on [-1, 1])",
         metavar="X",
     )
     separate_value_network: bool | None = _field(
