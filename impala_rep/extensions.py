@@ -49,7 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from impala_rep.agent_factory import AgentBuilder
-from impala_rep.observation_nest import is_nest
+from impala_rep.observation_nest import is_nest, is_vectors
 from impala_rep.observation_scaling import declared_bounds_normalization
 
 __all__ = [
@@ -359,8 +359,7 @@ def _require_vectors(
     shape = None if env_spec is None else env_spec.observation_shape
     if shape is None:
         return
-    parts = shape.values() if nests and is_nest(shape) else [shape]
-    if any(is_nest(part) or len(part) != 1 for part in parts):
+    if not (is_vectors(shape) if nests else (not is_nest(shape) and len(shape) == 1)):
         vectors = "vector observations (or a nest of vectors)" if nests else "vector observations"
         raise ValueError(f"bad {setting}: {what} needs {vectors}, got shape {shape}; {remedy}")
 

@@ -47,6 +47,17 @@ def dtype_of(dtype: Any, shape: Shape) -> np.dtype | dict[str, np.dtype]:
     return np.dtype(dtype)
 
 
+def leaves(value: Any) -> list[Any]:
+    """The leaves of one observation, shape or nest of statistics, in key order (the order
+    `tf.nest` flattens a dict in); one that is no nest is its own single leaf."""
+    return [value[key] for key in sorted(value)] if is_nest(value) else [value]
+
+
+def is_vectors(shape: Shape) -> bool:
+    """Whether `shape` is a vector's `(D,)` or a nest of them only."""
+    return all(len(part) == 1 for part in leaves(shape))
+
+
 def map_leaves(fn: Callable[..., Any], *values: Any) -> Any:
     """`fn` over the leaves of one or more observations of the same structure: on the
     arrays themselves when they are no nest, key by key when they are."""

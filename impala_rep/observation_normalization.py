@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from impala_rep.observation_nest import is_nest, map_leaves
+from impala_rep.observation_nest import is_nest, is_vectors, leaves, map_leaves
 
 __all__ = [
     "NormalizingAgent",
@@ -149,15 +149,7 @@ class NormalizingAgent:
         """How many observations the statistics hold (every part of a nest holds as many)."""
         import tensorflow as tf
 
-        first = self._statistics
-        if is_nest(first):
-            first = first[min(first)]
-        return tf.convert_to_tensor(first)[0, 0]
-
-    def _statistics_list(self) -> list:
-        if is_nest(self._statistics):
-            return [self._statistics[key] for key in sorted(self._statistics)]
-        return [self._statistics]
+        return tf.convert_to_tensor(leaves(self._statistics)[0])[0, 0]
 
     def update_statistics(self, observations: Any, *, applied: Any = True) -> None:
         """Folds `[T, B', D]` observations, or a nest of them, (this replica's shard of the
@@ -175,25 +167,24 @@ class NormalizingAgent:
 
     @property
     def non_trainable_variables(self) -> list:
-        return [*getattr(self.policy, "non_trainable_variables", ()), *self._statistics_list()]
+        return [*getattr(self.policy, "non_trainable_variables", ()), *leaves(self._statistics)]
 
     def get_weights(self) -> list[np.ndarray]:
         from impala_rep.agent import weights_of
 
-        return [*self.policy.get_weights(), *weights_of(self._statistics_list())]
+        return [*self.policy.get_weights(), *weights_of(leaves(self._statistics))]
 
     def set_weights(self, weights: Sequence[np.ndarray]) -> None:
         from impala_rep.agent import assign_weights
 
-        statistics = self._statistics_list()
+        statistics = leaves(self._statistics)
         self.policy.set_weights(list(weights[: -len(statistics)]))
         assign_weights(statistics, list(weights[-len(statistics) :]))
 
 
 def check_vectors(observation_shape: Any) -> None:
     """ValueError unless `observation_shape` is a vector's `[D]` or a nest of them."""
-    parts = observation_shape.values() if is_nest(observation_shape) else [observation_shape]
-    if any(len(part) != 1 for part in parts):
+    if not is_vectors(observation_shape):
         raise ValueError(
             "observation normalisation needs vector observations (or a nest of vectors), got "
             f"shape {observation_shape}"
@@ -238,11 +229,7 @@ class HostNormalizingAgent:
         self.action_distribution = getattr(policy_twin, "action_distribution", None)
 
     def weight_shapes(self, observation_shape: Any) -> list[tuple[int, ...]]:
-        parts = (
-            [observation_shape[key] for key in sorted(observation_shape)]
-            if is_nest(observation_shape)
-            else [observation_shape]
-        )
+        parts = leaves(observation_shape)
         return [*self.policy.weight_shapes(observation_shape), *((3, *p) for p in parts)]
 
     def initial_state(self, batch_size: int) -> Any:
@@ -254,7 +241,7 @@ class HostNormalizingAgent:
         """The policy twin's step on the normalised observations; a recurrent twin's `state`
         passes through (`actors/host_policy.py`)."""
         observation = inputs.observation
-        parts = len(observation) if is_nest(observation) else 1
+        parts = len(leaves(observation))
         policy_weights, statistics = weights[:-parts], weights[-parts:]
         if is_nest(observation):
             statistics = dict(zip(sorted(observation), statistics, strict=True))

@@ -18,7 +18,7 @@ from typing import Any
 from impala_rep.config.legacy import BEFORE_THE_FIELD
 from impala_rep.config.schema import TrainConfig
 from impala_rep.devices import DeviceSpec, parse_devices
-from impala_rep.observation_nest import is_nest
+from impala_rep.observation_nest import is_nest, is_vectors
 
 __all__ = [
     "AutoRule",
@@ -167,8 +167,7 @@ def run_kind(
     agent or loss object given through the Python API, which the config does not name."""
     # None: the env is not described yet (`ENV_AUTO_KEYS`, whose rules do not read it).
     nest = observation_shape is not None and is_nest(observation_shape)
-    parts = observation_shape.values() if nest else [observation_shape]
-    vectors = observation_shape is not None and all(len(part) == 1 for part in parts)
+    vectors = observation_shape is not None and is_vectors(observation_shape)
     mlp_agent = (
         vectors
         and not nest

@@ -22,6 +22,7 @@ from typing import TextIO
 __all__ = ["StopSignals", "exit_code", "exit_on_signals", "kill_descendants_after_exit"]
 
 _HANDLED = (signal.SIGINT, signal.SIGTERM)
+_REAPERS: list[subprocess.Popen] = []  # see kill_descendants_after_exit
 
 
 def exit_code(signum: int) -> int:
@@ -108,13 +109,17 @@ def kill_descendants_after_exit() -> bool:
             found.append(child)
             stack.append(child)
     if found:
-        subprocess.Popen(
-            ["/bin/sh", "-c", 'cat >/dev/null; kill -9 "$@" 2>/dev/null', "reaper"]
-            + [str(pid) for pid in found],
-            stdin=subprocess.PIPE,  # its writing end stays open here until this process exits
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,  # not in the terminal's process group: a Ctrl-C spares it
+        # Kept: its pipe's writing end must stay open until this process exits, not close
+        # when the Popen object would be collected.
+        _REAPERS.append(
+            subprocess.Popen(
+                ["/bin/sh", "-c", 'cat >/dev/null; kill -9 "$@" 2>/dev/null', "reaper"]
+                + [str(pid) for pid in found],
+                stdin=subprocess.PIPE,  # its writing end stays open here until this process exits
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # not in the terminal's process group: a Ctrl-C spares it
+            )
         )
     return True
 
